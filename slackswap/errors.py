@@ -1,0 +1,37 @@
+"""Exception types. Bad user input raises a ``ValueError`` subclass naming the field."""
+
+from __future__ import annotations
+
+
+class SlackSwapError(ValueError):
+    """Base class for every input error raised by slackswap (a ``ValueError``)."""
+
+
+class ConfigError(SlackSwapError):
+    """A model, hardware, profile or sweep file (or its overrides) is malformed."""
+
+
+class UnknownNameError(SlackSwapError):
+    """An unknown model, hardware or planner name; the message lists the known ones."""
+
+    def __init__(self, what: str, name: str, known: list[str] | tuple[str, ...]):
+        self.what, self.name, self.known = what, name, sorted(known)
+        super().__init__(f"unknown {what} {name!r}; known: {', '.join(self.known)}")
+
+
+class GraphError(SlackSwapError):
+    """A graph violates its invariants (ids, sizes, order, saved tensors)."""
+
+
+class PlanError(SlackSwapError):
+    """A plan does not match its problem (missing tensor, bad decision, bad file)."""
+
+
+class BudgetError(SlackSwapError):
+    """A memory budget outside the allowed range."""
+
+
+def require(cond: bool, field: str, message: str, exc: type[SlackSwapError] = SlackSwapError):
+    """Raise ``exc`` naming ``field`` unless ``cond`` holds (never ``assert``: stripped by -O)."""
+    if not cond:
+        raise exc(f"{field}: {message}")

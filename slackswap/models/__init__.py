@@ -1,0 +1,40 @@
+"""The model zoo: presets, HuggingFace configs, and the graph builder (docs/models.md).
+
+>>> from slackswap import models
+>>> "gpt2-xl" in models.available()
+True
+>>> g = models.build("tiny", batch=1)
+>>> g.spec.batch
+1
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..graph import Graph
+from . import transformer as _transformer
+from .hf import from_hf_config
+from .spec import TransformerSpec
+from .zoo import available, load
+
+__all__ = ["TransformerSpec", "available", "build", "from_hf_config", "load"]
+
+
+def build(name_or_spec: str | Path | TransformerSpec, **overrides) -> Graph:
+    """A ``Graph`` from a preset name, a ``TransformerSpec`` or a path to an HF ``config.json``."""
+    if isinstance(name_or_spec, TransformerSpec):
+        spec = name_or_spec.replace(**overrides) if overrides else name_or_spec
+    elif isinstance(name_or_spec, (str, Path)):
+        text = str(name_or_spec)
+        if isinstance(name_or_spec, str) and text in available():
+            spec = load(text, **overrides)
+        elif text.endswith(".json") or Path(text).is_dir() or isinstance(name_or_spec, Path):
+            spec = from_hf_config(name_or_spec, **overrides)
+        else:
+            spec = load(text, **overrides)  # raises UnknownNameError listing the presets
+    else:
+        raise ConfigError(f"model: expected a preset name, a TransformerSpec or a config.json "
+                          f"path; got {type(name_or_spec).__name__}")
+    return _transformer.build(spec)

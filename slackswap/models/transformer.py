@@ -1,0 +1,249 @@
+"""``build(spec) -> Graph``: one training step of a transformer, op by op (docs/models.md).
+
+What each op saves follows the PyTorch/Megatron kernels, so that a GPT-style block with eager
+attention and dropout saves exactly Korthikanti et al. 2022 ("Reducing Activation Recomputation in
+Large Transformer Models", eq. 1/2) per layer and per GPU::
+
+    s*b*h*(10 + 24/t + 5*a*s/(h*t))    bytes (16-bit activations, 1-byte dropout masks)
+
+plus what the paper leaves out: fp32 norm statistics (LayerNorm mean + rstd: 8 bytes per token;
+RMSNorm rstd: 4 bytes per token), i.e. ``2 * 8 * s * b`` per LayerNorm block. With
+``attention="flash"`` the ``5as^2b`` term is replaced by an fp32 log-sum-exp, ``4*a*s*b/t`` bytes.
+
+Cost conventions (DESIGN.md section 4): a matmul ``(m x k) @ (k x n)`` does ``2mkn`` forward FLOPs
+and twice that backward; FlashAttention backward does 2.5x its forward (it recomputes ``QK^T``);
+attention FLOPs are counted dense (non-causal, the "model FLOPs" convention of Korthikanti/PaLM);
+memory-bound ops move ``inputs + outputs`` bytes forward and about twice that backward (read the
+saved tensors and the output gradient, write the input gradient). Elementwise FLOPs use small
+per-element constants (``_EW``); they are < 0.1% of a step.
+"""
+
+from __future__ import annotations
+
+from ..graph import Graph, Op, Tensor
+from .spec import TransformerSpec
+
+#: Forward FLOPs per element of memory-bound ops (backward: 2x). Small, documented guesses.
+_EW = {"norm": 5, "gelu": 8, "swiglu": 6, "softmax": 5, "dropout": 2, "add": 1, "rope": 3,
+       "embedding": 2, "loss": 5, "tanh": 4}
+_INT_BYTES = 8  # token ids are int64
+_STAT_BYTES = 4  # fp32 norm statistics and log-sum-exp
+
+
+class _Builder:
+    """Accumulates tensors and ops; ids are list positions. Kept minimal for speed."""
+
+    def __init__(self, spec: TransformerSpec):
+        self.s = spec
+        self.tensors: list[Tensor] = []
+        self.ops: list[Op] = []
+        self.layer: int | None = None
+
+    def input(self, name: str, nbytes: int) -> int:
+        tid = len(self.tensors)
+        self.tensors.append(Tensor(tid, name, nbytes, None, kind="input"))
+        return tid
+
+    def op(self, name, kind, inputs, outs, saves=(), flops=0.0, bwd_flops=None, bwd_factor=2.0,
+           extra_bytes=0, workspace=0):
+        """Add an op producing ``outs`` = [(name, bytes, kind)]; ``saves`` may name ``"out:i"``."""
+        oid = len(self.ops)
+        tensors = self.tensors
+        out_ids = []
+        for oname, nbytes, tkind in outs:
+            tid = len(tensors)
+            tensors.append(Tensor(tid, oname, nbytes, oid, kind=tkind))
+            out_ids.append(tid)
+        sv = tuple(out_ids[int(x[4:])] if isinstance(x, str) else x for x in saves)
+        io = sum(tensors[t].bytes for t in inputs) + sum(n for _, n, _ in outs) + extra_bytes
+        self.ops.append(Op(oid, name, self.layer, kind, fwd_flops=float(flops), fwd_bytes=float(io),
+                           bwd_flops=float(2.0 * flops if bwd_flops is None else bwd_flops),
+                           bwd_bytes=float(bwd_factor * io), inputs=tuple(inputs),
+                           outputs=tuple(out_ids), saves=sv, workspace_bytes=int(workspace)))
+        return out_ids[0] if len(out_ids) == 1 else out_ids
+
+
+def _shard(n: int, t: int) -> int:
+    return -(-n // t)
+
+
+class _Transformer:
+    """The three block layouts sharing helpers; see module docstring for the conventions."""
+
+    def __init__(self, spec: TransformerSpec):
+        self.s = spec
+        self.g = _Builder(spec)
+        s = spec
+        self.T = s.tokens  # tokens per GPU
+        self.e = s.act_bytes
+        self.t = s.tensor_parallel
+        self.act = self.T * s.hidden * self.e  # one replicated [b, s, h] activation, bytes
+
+    # ---- building blocks ----
+    def linear(self, name, x, n_in, n_out, out_name, mode="col"):
+        """``y = x W (+ b)``. Megatron ``mode``: "col" (output split over t), "row" (input split
+        over t, output full size after the all-reduce) or "rep" (replicated, no split)."""
+        g, T, e = self.g, self.T, self.e
+        t = 1 if mode == "rep" else self.t
+        out_cols = n_out // t if mode == "col" else n_out
+        flops = 2.0 * T * n_in * n_out / t
+        return g.op(name, "matmul", (x,), [(out_name, T * out_cols * e, "activation")],
+                    saves=(x,), flops=flops, extra_bytes=n_in * n_out // t * e)
+
+    def norm(self, name, x, width=None):
+        """LayerNorm (saves input + fp32 mean/rstd) or RMSNorm (saves input + fp32 rstd)."""
+        width = width or self.s.hidden
+        n_stats = 2 if self.s.norm == "layernorm" else 1
+        y, _ = self.g.op(name, "norm", (x,),
+                         [(name + ".out", self.T * width * self.e, "activation"),
+                          (name + ".stats", self.T * n_stats * _STAT_BYTES, "stats")],
+                         saves=(x, "out:1"), flops=_EW["norm"] * self.T * width)
+        return y
+
+    def dropout(self, name, x, elems):
+        """Dropout saves only its 1-byte mask; no op at all when ``dropout == 0``."""
+        if not self.s.dropout:
+            return x
+        out, _ = self.g.op(name, "dropout", (x,), [(name + ".out", elems * self.e, "activation"),
+                                                   (name + ".mask", elems, "mask")],
+                           saves=("out:1",), flops=_EW["dropout"] * elems)
+        return out
+
+    def add(self, name, a, b):
+        """Residual add: saves nothing (its backward passes the gradient through)."""
+        n = self.T * self.s.hidden
+        return self.g.op(name, "elementwise", (a, b), [(name, n * self.e, "activation")],
+                         flops=_EW["add"] * n)
+
+    def embeddings(self):
+        s, g, T = self.s, self.g, self.T
+        ids = g.input("input_ids", T * _INT_BYTES)
+        ins = [ids]
+        if s.type_vocab:
+            ins.append(g.input("token_type_ids", T * _INT_BYTES))
+        n = T * s.hidden
+        lookups = 1 + (s.position == "learned") + bool(s.type_vocab)
+        x = g.op("embed", "embedding", tuple(ins), [("embed.out", n * self.e, "activation")],
+                 saves=tuple(ins), flops=_EW["embedding"] * n * lookups,
+                 extra_bytes=(lookups - 1) * n * self.e)
+        if s.family == "bert":
+            x = self.norm("embed.norm", x)
+        return self.dropout("embed.dropout", x, n)
+
+    def attention(self, pre, x):
+        """QKV projection, (RoPE), attention core, output projection; returns the projection."""
+        s, g, T, e, t = self.s, self.g, self.T, self.e, self.t
+        h, a, d = s.hidden, s.heads, s.head_dim
+        kvw = s.kv_heads * d
+        ql, kvl = T * h // t * e, T * kvw // t * e
+        qkv_flops = 2.0 * T * h * (h + 2 * kvw) / t
+        q, k, v = g.op(pre + "qkv", "matmul", (x,),
+                       [(pre + "q", ql, "activation"), (pre + "k", kvl, "activation"),
+                        (pre + "v", kvl, "activation")],
+                       saves=(x,), flops=qkv_flops, extra_bytes=h * (h + 2 * kvw) // t * e)
+        if s.position == "rope":
+            q, k = g.op(pre + "rope", "elementwise", (q, k),
+                        [(pre + "q_rot", ql, "activation"), (pre + "k_rot", kvl, "activation")],
+                        flops=_EW["rope"] * (ql + kvl) / e)
+        b_, sq, a_t = s.batch, s.seq, a // t
+        core_flops = 4.0 * b_ * sq * sq * h / t  # QK^T and PV, dense (non-causal) counting
+        probs = b_ * a_t * sq * sq  # elements of one [b, a/t, s, s] tensor
+        if s.attention == "flash":
+            ctx, _ = g.op(pre + "attn", "attention", (q, k, v),
+                          [(pre + "attn.out", ql, "activation"),
+                           (pre + "attn.lse", b_ * a_t * sq * _STAT_BYTES, "stats")],
+                          saves=(q, k, v, "out:0", "out:1"), flops=core_flops,
+                          bwd_flops=2.5 * core_flops)
+        else:
+            scores = g.op(pre + "attn.scores", "attention", (q, k),
+                          [(pre + "attn.scores", probs * e, "activation")], saves=(q, k),
+                          flops=core_flops / 2)
+            p = g.op(pre + "attn.softmax", "elementwise", (scores,),
+                     [(pre + "attn.probs", probs * e, "activation")], saves=("out:0",),
+                     flops=_EW["softmax"] * probs)
+            if s.dropout:
+                p, _ = g.op(pre + "attn.dropout", "dropout", (p,),
+                            [(pre + "attn.probs_dropped", probs * e, "activation"),
+                             (pre + "attn.mask", probs, "mask")],
+                            saves=("out:1",), flops=_EW["dropout"] * probs)
+            ctx = g.op(pre + "attn.context", "attention", (p, v),
+                       [(pre + "attn.out", ql, "activation")], saves=(p, v), flops=core_flops / 2)
+        return self.linear(pre + "attn.proj", ctx, h, h, pre + "attn.proj", mode="row")
+
+    def mlp(self, pre, x):
+        s, g, T, e, t = self.s, self.g, self.T, self.e, self.t
+        h, f = s.hidden, s.ffn
+        nf = T * f // t
+        if s.activation == "gelu":
+            u = self.linear(pre + "fc1", x, h, f, pre + "fc1")
+            y = g.op(pre + "gelu", "elementwise", (u,), [(pre + "gelu", nf * e, "activation")],
+                     saves=(u,), flops=_EW["gelu"] * nf)
+        else:
+            gate = self.linear(pre + "gate", x, h, f, pre + "gate")
+            up = self.linear(pre + "up", x, h, f, pre + "up")
+            y = g.op(pre + "swiglu", "elementwise", (gate, up),
+                     [(pre + "swiglu", nf * e, "activation")], saves=(gate, up),
+                     flops=_EW["swiglu"] * nf)
+        return self.linear(pre + "fc2", y, f, h, pre + "fc2", mode="row")
+
+    def block(self, i, x):
+        g, n = self.g, self.T * self.s.hidden
+        g.layer = i
+        pre = f"L{i}."
+        if self.s.family == "bert":  # post-LN
+            y = self.dropout(pre + "attn.proj_dropout", self.attention(pre, x), n)
+            r = self.norm(pre + "attn.norm", self.add(pre + "attn.residual", x, y))
+            y = self.dropout(pre + "mlp.dropout", self.mlp(pre + "mlp.", r), n)
+            return self.norm(pre + "mlp.norm", self.add(pre + "mlp.residual", r, y))
+        y = self.attention(pre, self.norm(pre + "attn.norm", x))
+        r = self.add(pre + "attn.residual", x, self.dropout(pre + "attn.proj_dropout", y, n))
+        y = self.mlp(pre + "mlp.", self.norm(pre + "mlp.norm", r))
+        return self.add(pre + "mlp.residual", r, self.dropout(pre + "mlp.dropout", y, n))
+
+    def head(self, x):
+        s, g, T, e, t = self.s, self.g, self.T, self.e, self.t
+        h, v = s.hidden, s.vocab
+        g.layer = None
+        if s.family != "bert":
+            x = self.norm("final_norm", x)
+        if s.pooler:  # dense + tanh on the first token of each sequence
+            nb = s.batch * h
+            g.op("pooler", "matmul", (x,), [("pooler.out", nb * e, "activation")],
+                 saves=(x, "out:0"), flops=2.0 * s.batch * h * h + _EW["tanh"] * nb,
+                 extra_bytes=h * h * e)
+        if s.head == "mlm":  # BertLMPredictionHead: transform then decoder
+            u = self.linear("mlm.dense", x, h, h, "mlm.dense", mode="rep")
+            u = g.op("mlm.gelu", "elementwise", (u,), [("mlm.gelu", T * h * e, "activation")],
+                     saves=(u,), flops=_EW["gelu"] * T * h)
+            x = self.norm("mlm.norm", u)
+        vt = _shard(v, t)  # vocab-parallel logits (Megatron pads V to a multiple of t)
+        logits = g.op("lm_head", "matmul", (x,), [("logits", T * vt * e, "logits")], saves=(x,),
+                      flops=2.0 * T * h * vt, extra_bytes=h * vt * e)
+        # Cross entropy: the softmax overwrites the logits in place (Megatron's vocab-parallel
+        # cross entropy), so the backward holds one [b, s, V/t] tensor; the fp32 upcast of the
+        # logits is transient workspace.
+        g.op("loss", "loss", (logits,), [("loss", 4, "activation")], saves=(logits,),
+             flops=_EW["loss"] * T * vt, workspace=T * vt * _STAT_BYTES)
+
+    def build(self) -> Graph:
+        x = self.embeddings()
+        for i in range(self.s.layers):
+            x = self.block(i, x)
+        self.head(x)
+        return Graph(self.s.name, ops=tuple(self.g.ops), tensors=tuple(self.g.tensors),
+                     static_bytes=self.s.static_bytes(), spec=self.s)
+
+
+def build(spec: TransformerSpec) -> Graph:
+    """The forward graph of one training step of ``spec`` on one GPU (per tensor-parallel rank).
+
+    >>> from slackswap.models import load
+    >>> g = build(load("tiny"))
+    >>> g.name, g.ops[0].kind, g.ops[-1].kind
+    ('tiny', 'embedding', 'loss')
+    """
+    if not isinstance(spec, TransformerSpec):
+        from ..errors import ConfigError
+
+        raise ConfigError(f"spec: expected a TransformerSpec, got {type(spec).__name__}")
+    return _Transformer(spec).build()

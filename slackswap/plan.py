@@ -1,0 +1,196 @@
+"""Plans: a decision (KEEP, SWAP, RECOMPUTE) for every planning tensor, plus optional prefetch
+issue points and D2H order; ``validate(problem, plan)`` and a versioned JSON round trip.
+
+Issue points are *backward stages*: stage ``j`` is the backward op of forward op ``j`` together
+with the recompute steps run just before it. Stages run from ``n_ops - 1`` (the first, at the start
+of the backward pass) down to 0. The H2D copy of a swapped tensor may start once the compute
+stream reaches its issue stage; an issue point must be at or before (i.e. ``>=``) the stage of the
+tensor's first backward use. See docs/timeline.md.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import PlanError
+
+SCHEMA_VERSION = 1
+
+
+class Decision(str, enum.Enum):
+    KEEP = "keep"
+    SWAP = "swap"
+    RECOMPUTE = "recompute"
+
+    @classmethod
+    def parse(cls, value, field_name: str = "decision") -> Decision:
+        if isinstance(value, Decision):
+            return value
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            raise PlanError(f"{field_name}: unknown decision {value!r}; allowed: keep, swap, recompute") from None
+
+
+class Status(str, enum.Enum):
+    OPTIMAL = "OPTIMAL"
+    FEASIBLE = "FEASIBLE"
+    INFEASIBLE = "INFEASIBLE"
+    TIME_LIMIT = "TIME_LIMIT"
+    ERROR = "ERROR"
+
+
+@dataclass(frozen=True)
+class SolveInfo:
+    """How a planner got its plan: status, objective and bound (seconds), gap, wall time."""
+
+    status: Status = Status.FEASIBLE
+    objective: float | None = None
+    lower_bound: float | None = None
+    gap: float | None = None
+    wall_s: float = 0.0
+    model_size: Mapping[str, int] = field(default_factory=dict)
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Decisions keyed by tensor id. ``problem_key`` ties the plan to the problem it was made for."""
+
+    decisions: Mapping[int, Decision]
+    issue_points: Mapping[int, int] = field(default_factory=dict)
+    d2h_order: tuple[int, ...] | None = None
+    planner: str = "manual"
+    params: Mapping[str, Any] = field(default_factory=dict)
+    info: SolveInfo = field(default_factory=SolveInfo)
+    problem_key: str | None = None
+
+    def __post_init__(self):
+        decisions = {int(k): Decision.parse(v, f"decisions[{k}]") for k, v in dict(self.decisions).items()}
+        object.__setattr__(self, "decisions", decisions)
+        object.__setattr__(self, "issue_points", {int(k): int(v) for k, v in dict(self.issue_points).items()})
+        if self.d2h_order is not None:
+            object.__setattr__(self, "d2h_order", tuple(int(t) for t in self.d2h_order))
+
+    def ids(self, decision: Decision) -> list[int]:
+        return sorted(t for t, d in self.decisions.items() if d is decision)
+
+    def counts(self) -> dict[str, int]:
+        return {d.value: sum(1 for v in self.decisions.values() if v is d) for d in Decision}
+
+    def with_info(self, **kw) -> Plan:
+        return replace(self, info=replace(self.info, **kw))
+
+    # ---- JSON ----
+    def to_dict(self) -> dict:
+        info = self.info
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "problem_key": self.problem_key,
+            "planner": self.planner,
+            "params": _jsonable(dict(self.params)),
+            "decisions": {str(t): d.value for t, d in sorted(self.decisions.items())},
+            "issue_points": {str(t): k for t, k in sorted(self.issue_points.items())},
+            "d2h_order": list(self.d2h_order) if self.d2h_order is not None else None,
+            "info": {"status": info.status.value, "objective": info.objective, "lower_bound": info.lower_bound,
+                     "gap": info.gap, "wall_s": info.wall_s, "model_size": dict(info.model_size),
+                     "message": info.message},
+        }
+
+    def save(self, path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> Plan:
+        if not isinstance(d, Mapping):
+            raise PlanError("plan file: expected a JSON object")
+        if d.get("schema_version") != SCHEMA_VERSION:
+            raise PlanError(f"plan file: schema_version must be {SCHEMA_VERSION}, got {d.get('schema_version')!r}")
+        known = {"schema_version", "problem_key", "planner", "params", "decisions", "issue_points", "d2h_order", "info"}
+        extra = set(d) - known
+        if extra:
+            raise PlanError(f"plan file: unknown keys {sorted(extra)}; allowed: {sorted(known)}")
+        if not isinstance(d.get("decisions"), Mapping):
+            raise PlanError("plan file: 'decisions' must be an object {tensor id: decision}")
+        try:
+            info_d = dict(d.get("info") or {})
+            info = SolveInfo(status=Status(info_d.get("status", "FEASIBLE")), objective=info_d.get("objective"),
+                             lower_bound=info_d.get("lower_bound"), gap=info_d.get("gap"),
+                             wall_s=float(info_d.get("wall_s", 0.0)), model_size=info_d.get("model_size", {}),
+                             message=info_d.get("message", ""))
+            return cls(decisions=d["decisions"], issue_points=d.get("issue_points") or {},
+                       d2h_order=d.get("d2h_order"), planner=str(d.get("planner", "manual")),
+                       params=d.get("params") or {}, info=info, problem_key=d.get("problem_key"))
+        except PlanError:
+            raise
+        except (TypeError, ValueError) as e:
+            raise PlanError(f"plan file: malformed entry ({e})") from None
+
+    @classmethod
+    def load(cls, path) -> Plan:
+        p = Path(path)
+        if not p.exists():
+            raise PlanError(f"plan file: {p} does not exist")
+        try:
+            d = json.loads(p.read_text())
+        except json.JSONDecodeError as e:
+            raise PlanError(f"plan file: {p} is not valid JSON ({e.msg} at line {e.lineno})") from None
+        return cls.from_dict(d)
+
+
+def _jsonable(x):
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (str, int, float, bool)) or x is None:
+        return x
+    return str(x)
+
+
+def problem_key(graph) -> str:
+    """A fingerprint of a graph's planning tensors: a plan made for another problem is refused."""
+    h = hashlib.sha256(graph.name.encode())
+    for t in graph.planning_tensors():
+        h.update(f"{t.id}:{t.bytes}:{t.producer};".encode())
+    return h.hexdigest()[:16]
+
+
+def validate(problem, plan: Plan) -> None:
+    """Raise ``PlanError`` unless ``plan`` decides every planning tensor of ``problem`` exactly
+    once, swaps only swappable and recomputes only recomputable tensors, and its issue points and
+    D2H order are in range."""
+    g = problem.graph
+    if plan.problem_key is not None and plan.problem_key != problem.key:
+        raise PlanError(f"plan: made for another problem (key {plan.problem_key}, this problem {problem.key})")
+    planning = {t.id for t in g.planning_tensors()}
+    got = set(plan.decisions)
+    missing, extra = sorted(planning - got), sorted(got - planning)
+    if missing:
+        names = ", ".join(f"{t} ({g.tensors[t].name})" for t in missing[:5])
+        raise PlanError(f"plan.decisions: {len(missing)} planning tensors have no decision: {names}"
+                        + (" ..." if len(missing) > 5 else ""))
+    if extra:
+        raise PlanError(f"plan.decisions: tensors {extra[:5]} are not planning tensors of {g.name!r}")
+    for t, d in plan.decisions.items():
+        ten = g.tensors[t]
+        if d is Decision.SWAP and not ten.swappable:
+            raise PlanError(f"plan.decisions[{t}] ({ten.name}): swap of a non-swappable tensor")
+        if d is Decision.RECOMPUTE and not ten.recomputable:
+            raise PlanError(f"plan.decisions[{t}] ({ten.name}): recompute of a non-recomputable tensor")
+    n = len(g.ops)
+    for t, k in plan.issue_points.items():
+        if plan.decisions.get(t) is not Decision.SWAP:
+            raise PlanError(f"plan.issue_points[{t}]: only swapped tensors have an issue point")
+        if not 0 <= k <= n - 1:
+            raise PlanError(f"plan.issue_points[{t}]: stage {k} out of range 0..{n - 1}")
+    if plan.d2h_order is not None:
+        swaps = set(plan.ids(Decision.SWAP))
+        if len(plan.d2h_order) != len(set(plan.d2h_order)) or set(plan.d2h_order) != swaps:
+            raise PlanError("plan.d2h_order: must list every swapped tensor exactly once")

@@ -1,0 +1,68 @@
+"""Small synthetic graphs for tests, examples and property checks (unit-cost friendly).
+
+>>> g = chain(3, sizes=[1, 2, 3])
+>>> [t.name for t in g.planning_tensors()]
+['a1', 'a2']
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import SlackSwapError
+from .graph import Graph, Op, Tensor
+
+
+def chain(n_ops: int, sizes=None, input_bytes: int = 0, name: str = "chain") -> Graph:
+    """A chain ``a0 -> op0 -> a1 -> op1 -> ... -> a_n``; op i saves its input ``a_i``.
+
+    ``a0`` is the step input; the planning tensors are ``a1 .. a_{n-1}``. ``sizes[i]`` is the
+    size of ``a_{i+1}`` (default 1 byte each), so ``sizes`` has ``n_ops`` entries.
+    """
+    if n_ops < 1:
+        raise SlackSwapError(f"chain: n_ops must be >= 1, got {n_ops}")
+    sizes = [1] * n_ops if sizes is None else [int(s) for s in sizes]
+    if len(sizes) != n_ops:
+        raise SlackSwapError(f"chain: sizes needs {n_ops} entries, got {len(sizes)}")
+    tensors = [Tensor(0, "a0", input_bytes, None, kind="input")]
+    tensors += [Tensor(i + 1, f"a{i + 1}", sizes[i], i) for i in range(n_ops)]
+    ops = [Op(i, f"op{i}", i, "matmul", 1.0, 1.0, 2.0, 2.0, inputs=(i,), outputs=(i + 1,), saves=(i,))
+           for i in range(n_ops)]
+    return Graph(name, tuple(ops), tuple(tensors))
+
+
+def residual_block(sizes=(1, 1, 1, 1), name: str = "residual") -> Graph:
+    """x -> f -> h -> g -> y;  z = x + y (a residual branch); loss(z).
+
+    ops: f(x)->h saves x; g(h)->y saves h; add(x, y)->z saves nothing; loss(z)->l saves z.
+    Planning tensors: x, h, z. ``sizes`` = bytes of (x, h, y, z).
+    """
+    sx, sh, sy, sz = (int(s) for s in sizes)
+    tensors = [Tensor(0, "in", 0, None, kind="input"), Tensor(1, "x", sx, 0), Tensor(2, "h", sh, 1),
+               Tensor(3, "y", sy, 2), Tensor(4, "z", sz, 3), Tensor(5, "l", 0, 4, kind="loss")]
+    ops = [Op(0, "embed", None, "embedding", inputs=(0,), outputs=(1,), saves=(0,)),
+           Op(1, "f", 0, "matmul", inputs=(1,), outputs=(2,), saves=(1,)),
+           Op(2, "g", 0, "matmul", inputs=(2,), outputs=(3,), saves=(2,)),
+           Op(3, "add", 0, "elementwise", inputs=(1, 3), outputs=(4,), saves=()),
+           Op(4, "loss", None, "loss", inputs=(4,), outputs=(5,), saves=(4,))]
+    return Graph(name, tuple(ops), tuple(tensors))
+
+
+def random_dag(seed: int, n_ops: int = 6, max_bytes: int = 4, p_save: float = 0.7,
+               p_extra_input: float = 0.3, name: str | None = None) -> Graph:
+    """A random DAG in forward order: every op reads the previous op's output and, with
+    probability ``p_extra_input``, one earlier tensor (a residual edge); it saves each input with
+    probability ``p_save``. Seeded: the same ``seed`` gives the same graph."""
+    rng = np.random.default_rng(seed)
+    tensors = [Tensor(0, "in", int(rng.integers(0, max_bytes + 1)), None, kind="input")]
+    ops = []
+    for i in range(n_ops):
+        ins = [i]
+        if i >= 1 and rng.random() < p_extra_input:
+            extra = int(rng.integers(0, i))
+            if extra not in ins:
+                ins.append(extra)
+        saves = tuple(t for t in ins if rng.random() < p_save)
+        tensors.append(Tensor(i + 1, f"t{i + 1}", int(rng.integers(1, max_bytes + 1)), i))
+        ops.append(Op(i, f"op{i}", i, "matmul", inputs=tuple(ins), outputs=(i + 1,), saves=saves))
+    return Graph(name or f"random{seed}", tuple(ops), tuple(tensors))

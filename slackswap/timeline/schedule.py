@@ -1,0 +1,213 @@
+"""Compile decisions into the compute sequence and tensor lifetimes (docs/timeline.md, 1-3).
+
+Everything here depends on the decisions only, never on time: the step sequence (forward ops,
+then per backward stage the recompute steps and the backward op, then the optimizer), which
+tensors every step allocates and frees, and the first and last use of every swapped tensor.
+The timing pass (``simulate.py``) then assigns start and end times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..graph import Graph
+from ..plan import Decision
+
+FWD, REC, BWD, OPT = "fwd", "rec", "bwd", "opt"
+
+
+@dataclass
+class Schedule:
+    """The step sequence of one training step under fixed decisions.
+
+    ``hold[t]`` lists ``(first_step, last_step, bytes)`` intervals during which tensor (or
+    gradient / workspace) bytes are counted, steps inclusive. Swapped tensors appear in
+    ``swap_fwd`` (forward life: producer step, last forward-use step) and ``swap_bwd`` (first and
+    last backward use step) instead: their counting depends on copy times and issue points.
+    """
+
+    kinds: list[str]
+    ops: list[int]
+    stage: list[int]                      # backward stage of each step (n_ops for forward steps)
+    n_fwd: int
+    intervals: list[tuple[int, int, int, str]] = field(default_factory=list)  # (a, f, bytes, label)
+    uses: list[list[int]] = field(default_factory=list)  # per step: swapped tensors it needs resident
+    swap_fwd: dict[int, tuple[int, int]] = field(default_factory=dict)
+    swap_bwd: dict[int, tuple[int, int]] = field(default_factory=dict)
+    stage_first_step: dict[int, int] = field(default_factory=dict)
+    recomputed: list[int] = field(default_factory=list)  # op ids re-run in the backward pass
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.kinds)
+
+    def static_memory(self) -> np.ndarray:
+        """Bytes counted at every step from the fixed intervals (swapped tensors excluded)."""
+        diff = np.zeros(self.n_steps + 1, dtype=np.int64)
+        for a, f, b, _ in self.intervals:
+            diff[a] += b
+            diff[f + 1] -= b
+        return np.cumsum(diff[:-1])
+
+    def h2d_queue(self) -> list[int]:
+        """Swapped tensors in the order their H2D copies are issued: first backward use, then id."""
+        return sorted(self.swap_bwd, key=lambda t: (self.swap_bwd[t][0], t))
+
+
+def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
+    """Build the ``Schedule`` of ``graph`` under ``decisions`` (planning tensor id -> Decision)."""
+    ops, tensors = graph.ops, graph.tensors
+    n = len(ops)
+    kinds: list[str] = [FWD] * n
+    step_ops: list[int] = list(range(n))
+    stage: list[int] = [n] * n
+    uses: list[list[int]] = [[] for _ in range(n)]
+    intervals: list[tuple[int, int, int, str]] = []
+    last_fwd = [graph.last_forward_use(t.id) for t in tensors]
+    dec = decisions.get
+
+    # ---- forward: step i = op i; outputs allocated at i; workspace only during i ----
+    for op in ops:
+        if op.workspace_bytes:
+            intervals.append((op.id, op.id, op.workspace_bytes, f"ws:{op.name}"))
+    last_step = 2 * n + 1  # upper bound; inputs of the step are held for the whole step
+    resident: set[int] = set()
+    swap_fwd: dict[int, tuple[int, int]] = {}
+    bwd_alloc: dict[int, int] = {}      # tensor -> step it (re)appears in the backward pass
+    keep_from: dict[int, int] = {}      # KEEP tensors: producer step
+    for t in tensors:
+        if t.producer is None:
+            resident.add(t.id)
+            continue
+        d = dec(t.id)
+        if d is Decision.KEEP:
+            keep_from[t.id] = t.producer
+            resident.add(t.id)
+        elif d is Decision.SWAP:
+            swap_fwd[t.id] = (t.producer, max(last_fwd[t.id], t.producer))
+        else:  # RECOMPUTE, or not a planning tensor: freed after its last forward use
+            intervals.append((t.producer, max(last_fwd[t.id], t.producer), t.bytes, t.name))
+
+    # ---- backward: stages n-1 .. 0 ----
+    use_steps: dict[int, list[int]] = {}
+    fetched: dict[int, int] = {}        # swapped tensor -> first backward use step
+    stage_first: dict[int, int] = {}
+    recomputed: list[int] = []
+    cur_stage = [n - 1]
+
+    def add_step(kind: str, op_id: int) -> int:
+        kinds.append(kind)
+        step_ops.append(op_id)
+        stage.append(cur_stage[0])
+        uses.append([])
+        stage_first.setdefault(cur_stage[0], len(kinds) - 1)
+        return len(kinds) - 1
+
+    def need(t: int) -> None:
+        """Make tensor ``t`` available for the step about to be appended."""
+        if t in resident:
+            return
+        if dec(t) is Decision.SWAP:
+            resident.add(t)
+            return
+        p = tensors[t].producer
+        op = ops[p]
+        for x in dict.fromkeys(op.inputs):
+            need(x)
+        s = add_step(REC, p)
+        recomputed.append(p)
+        for x in dict.fromkeys(op.inputs):
+            use_steps.setdefault(x, []).append(s)
+        for y in op.outputs:
+            if y not in resident and dec(y) is not Decision.SWAP and dec(y) is not Decision.KEEP:
+                resident.add(y)
+                bwd_alloc[y] = s
+                use_steps.setdefault(y, []).append(s)   # alive at least during its re-run
+        if op.workspace_bytes:
+            intervals.append((s, s, op.workspace_bytes, f"ws:{op.name}"))
+
+    grad_from: dict[int, int] = {}
+    for j in range(n - 1, -1, -1):
+        cur_stage[0] = j
+        op = ops[j]
+        saves = list(dict.fromkeys(op.saves))
+        for t in saves:
+            need(t)
+        s = add_step(BWD, j)
+        for t in saves:
+            use_steps.setdefault(t, []).append(s)
+        for x in dict.fromkeys(op.inputs):
+            if tensors[x].requires_grad and x not in grad_from:
+                grad_from[x] = s
+        for y in op.outputs:
+            if y in grad_from:
+                intervals.append((grad_from[y], s, tensors[y].bytes, f"grad:{tensors[y].name}"))
+        if op.workspace_bytes:
+            intervals.append((s, s, op.workspace_bytes, f"ws:{op.name}"))
+    cur_stage[0] = -1
+    s_opt = add_step(OPT, -1)
+    last_step = s_opt
+
+    # ---- lifetimes from uses ----
+    swap_bwd: dict[int, tuple[int, int]] = {}
+    for t in tensors:
+        u = use_steps.get(t.id)
+        if t.producer is None:
+            intervals.append((0, last_step, t.bytes, t.name))
+        elif t.id in keep_from:
+            intervals.append((keep_from[t.id], max(u) if u else keep_from[t.id], t.bytes, t.name))
+        elif t.id in swap_fwd:
+            if u:
+                swap_bwd[t.id] = (min(u), max(u))
+                for s in set(u):
+                    uses[s].append(t.id)
+        elif t.id in bwd_alloc:
+            intervals.append((bwd_alloc[t.id], max(u), t.bytes, f"re:{t.name}"))
+    for s in range(len(uses)):
+        uses[s].sort()
+    return Schedule(kinds=kinds, ops=step_ops, stage=stage, n_fwd=n, intervals=intervals, uses=uses,
+                    swap_fwd=swap_fwd, swap_bwd=swap_bwd, stage_first_step=stage_first,
+                    recomputed=recomputed)
+
+
+def memory_floor(graph: Graph) -> tuple[int, str]:
+    """A lower bound on the peak of any plan: what some step cannot avoid holding.
+
+    Forward op i needs its inputs and outputs, its workspace, the step inputs, and every
+    unsaved intermediate still waiting for a later consumer; backward op j needs what it saves,
+    its workspace, the step inputs and every gradient alive at that moment (gradients do not
+    depend on the plan). Returns the bytes and the step that attains them.
+    """
+    ops, tensors = graph.ops, graph.tensors
+    n = len(ops)
+    saved = {t.id for t in graph.planning_tensors()}
+    inputs_bytes = sum(t.bytes for t in tensors if t.producer is None)
+    # unsaved intermediates alive across forward op i: producer < i < last forward use
+    diff = np.zeros(n + 1, dtype=np.int64)
+    for t in tensors:
+        if t.producer is not None and t.id not in saved:
+            lf = graph.last_forward_use(t.id)
+            if lf > t.producer + 1:
+                diff[t.producer + 1] += t.bytes
+                diff[lf] -= t.bytes
+    across = np.cumsum(diff[:-1])
+    # gradients alive during backward of op j: grad of x lives over ops [producer(x), last consumer(x)]
+    gdiff = np.zeros(n + 1, dtype=np.int64)
+    for t in tensors:
+        if t.requires_grad and graph.consumers[t.id]:
+            gdiff[t.producer] += t.bytes
+            gdiff[graph.consumers[t.id][-1] + 1] -= t.bytes
+    grads = np.cumsum(gdiff[:-1])
+    best, where = 0, ""
+    for op in ops:
+        own = {x for x in (*op.inputs, *op.outputs) if tensors[x].producer is not None}
+        f = sum(tensors[x].bytes for x in own) + op.workspace_bytes + inputs_bytes + int(across[op.id])
+        b = (sum(tensors[x].bytes for x in set(op.saves) if tensors[x].producer is not None)
+             + op.workspace_bytes + inputs_bytes + int(grads[op.id]))
+        if f > best:
+            best, where = f, f"forward of {op.name}"
+        if b > best:
+            best, where = b, f"backward of {op.name}"
+    return best, where
