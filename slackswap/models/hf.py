@@ -82,7 +82,6 @@ def from_hf_config(path, **overrides) -> TransformerSpec:
     for k in overrides:
         if k not in fields:
             raise ConfigError(f"{k}: unknown TransformerSpec field; allowed: {', '.join(fields)}")
-    kw.update(name=str(name), seq=min(maxpos, 2**31) if isinstance(maxpos, int) else maxpos,
-              batch=1, source=f"HF config {where} ({arch or mt})")
+    kw.update(name=str(name), seq=maxpos, batch=1, source=f"HF config {where} ({arch or mt})")
     kw.update(overrides)
     return TransformerSpec(**kw)
