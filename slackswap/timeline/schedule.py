@@ -38,6 +38,7 @@ class Schedule:
     swap_bwd: dict[int, tuple[int, int]] = field(default_factory=dict)
     stage_first_step: dict[int, int] = field(default_factory=dict)
     recomputed: list[int] = field(default_factory=list)  # op ids re-run in the backward pass
+    need_seq: dict[int, int] = field(default_factory=dict)  # swapped tensor -> order first asked for
 
     @property
     def n_steps(self) -> int:
@@ -52,8 +53,14 @@ class Schedule:
         return np.cumsum(diff[:-1])
 
     def h2d_queue(self) -> list[int]:
-        """Swapped tensors in the order their H2D copies are issued: first backward use, then id."""
-        return sorted(self.swap_bwd, key=lambda t: (self.swap_bwd[t][0], t))
+        """Swapped tensors in H2D issue order: first backward use, then the order in which that
+        step asked for them (``Op.saves`` order; independent of tensor numbering)."""
+        return sorted(self.swap_bwd, key=lambda t: (self.swap_bwd[t][0], self.need_seq.get(t, 0)))
+
+    def d2h_queue(self, graph: Graph) -> list[int]:
+        """Default D2H order: production order, then position in the producer's outputs."""
+        return sorted(self.swap_fwd, key=lambda t: (graph.tensors[t].producer,
+                                                    graph.ops[graph.tensors[t].producer].outputs.index(t)))
 
 
 def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
@@ -72,7 +79,6 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
     for op in ops:
         if op.workspace_bytes:
             intervals.append((op.id, op.id, op.workspace_bytes, f"ws:{op.name}"))
-    last_step = 2 * n + 1  # upper bound; inputs of the step are held for the whole step
     resident: set[int] = set()
     swap_fwd: dict[int, tuple[int, int]] = {}
     bwd_alloc: dict[int, int] = {}      # tensor -> step it (re)appears in the backward pass
@@ -92,7 +98,7 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
 
     # ---- backward: stages n-1 .. 0 ----
     use_steps: dict[int, list[int]] = {}
-    fetched: dict[int, int] = {}        # swapped tensor -> first backward use step
+    need_seq: dict[int, int] = {}
     stage_first: dict[int, int] = {}
     recomputed: list[int] = []
     cur_stage = [n - 1]
@@ -111,6 +117,7 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
             return
         if dec(t) is Decision.SWAP:
             resident.add(t)
+            need_seq[t] = len(need_seq)
             return
         p = tensors[t].producer
         op = ops[p]
@@ -169,7 +176,7 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
         uses[s].sort()
     return Schedule(kinds=kinds, ops=step_ops, stage=stage, n_fwd=n, intervals=intervals, uses=uses,
                     swap_fwd=swap_fwd, swap_bwd=swap_bwd, stage_first_step=stage_first,
-                    recomputed=recomputed)
+                    recomputed=recomputed, need_seq=need_seq)
 
 
 def memory_floor(graph: Graph) -> tuple[int, str]:

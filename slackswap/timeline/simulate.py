@@ -100,8 +100,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
         acc[sched.stage_first_step[k]:sched.swap_bwd[t][1] + 1] += sizes[t]
 
     # ---- D2H queue ----
-    q = list(plan.d2h_order) if plan.d2h_order is not None else sorted(
-        sched.swap_fwd, key=lambda t: (g.tensors[t].producer, t))
+    q = list(plan.d2h_order) if plan.d2h_order is not None else sched.d2h_queue(g)
     qpos = {t: i for i, t in enumerate(q)}
     d2h_start = [math.nan] * len(q)
     d2h_end = [math.nan] * len(q)
