@@ -99,7 +99,7 @@ def test_forward_waits_for_d2h_and_prefetch_waits_for_room():
     r3 = simulate(p.with_budget(None), Plan({1: S, 2: K, 3: R}))
     comp3 = {e.label: (e.start, e.end) for e in r3.events}
     assert comp3["fwd:op2"] == (2, 3) and comp3["h2d:a1"] == (5, 9)
-    assert r3.step_time_s == 12 and r3.stall_bwd_s == 0
+    assert comp3["bwd:op1"] == (9, 10) and r3.step_time_s == 11 and r3.stall_bwd_s == 2
 
 
 def test_infeasible_is_a_result_naming_the_step():
