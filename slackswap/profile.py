@@ -11,7 +11,7 @@ milliseconds in the file and seconds inside. Two uses:
 >>> from slackswap._paths import data_dir
 >>> g, c = load(data_dir() / "profiles" / "example.json")
 >>> len(g.ops), c.mode
-(14, 'measured')
+(19, 'measured')
 """
 
 from __future__ import annotations

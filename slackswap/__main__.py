@@ -1,0 +1,5 @@
+"""``python -m slackswap``: the command line (see slackswap.cli)."""
+
+from slackswap.cli import main
+
+raise SystemExit(main())
