@@ -121,7 +121,7 @@ class Graph:
         return g
 
     def layer_summary(self):
-        """Per layer (None = outside the blocks): op count, FLOPs, saved bytes, as a DataFrame."""
+        """Per layer (``"outside"`` = embeddings and head): op count, FLOPs, saved bytes (DataFrame)."""
         import pandas as pd
 
         saved = {t.id for t in self.planning_tensors()}
@@ -132,9 +132,8 @@ class Graph:
             r["fwd_flops"] += op.fwd_flops
             r["bwd_flops"] += op.bwd_flops
             r["saved_bytes"] += sum(self.tensors[t].bytes for t in op.outputs if t in saved)
-        df = pd.DataFrame.from_dict(rows, orient="index")
-        df.index.name = "layer"
-        return df
+        df = pd.DataFrame([{"layer": "outside" if k is None else k, **v} for k, v in rows.items()])
+        return df.set_index("layer")
 
     def saved_bytes(self) -> int:
         """Bytes of all planning tensors (what keep-all holds at the end of the forward pass)."""
