@@ -11,9 +11,8 @@ from __future__ import annotations
 import statistics
 import time
 
-from slackswap import Decision, Plan, Problem, simulate
+from slackswap import Decision, Plan, Problem, hardware, models, simulate
 from slackswap import costs as costs_mod
-from slackswap import hardware, models
 
 
 def median_s(fn, repeat: int = 7) -> float:
@@ -46,14 +45,14 @@ def main() -> None:
     }
     print("simulate one llama-7b step (detail=False / detail=True):")
     for name, (pr, plan) in plans.items():
-        a = median_s(lambda: simulate(pr, plan, detail=False))
-        b = median_s(lambda: simulate(pr, plan, detail=True))
+        a = median_s(lambda pr=pr, plan=plan: simulate(pr, plan, detail=False))
+        b = median_s(lambda pr=pr, plan=plan: simulate(pr, plan, detail=True))
         print(f"  {name:22s} {a * 1e3:8.1f} ms  {b * 1e3:8.1f} ms")
     print("scaling with layers (llama-7b shape, mixed plan, budget 50%, detail=False):")
     base = None
     for layers in (8, 32, 128):
         pr = Problem.build("llama-7b", hw, 0.5, layers=layers)
-        t = median_s(lambda: simulate(pr, mixed(pr), detail=False), repeat=5)
+        t = median_s(lambda pr=pr: simulate(pr, mixed(pr), detail=False), repeat=5)
         base = base or t / layers
         print(f"  layers={layers:4d} ops={len(pr.graph.ops):5d}  {t * 1e3:8.1f} ms  "
               f"({t / layers / base:.2f}x the per-layer time at 8 layers)")

@@ -5,7 +5,14 @@ simulate -> SimResult -> experiments -> report. See DESIGN.md and docs/.
 """
 
 from .costs import CostModel
-from .errors import BudgetError, ConfigError, GraphError, PlanError, SlackSwapError, UnknownNameError
+from .errors import (
+    BudgetError,
+    ConfigError,
+    GraphError,
+    PlanError,
+    SlackSwapError,
+    UnknownNameError,
+)
 from .graph import Graph, Op, Tensor
 from .plan import Decision, Plan, SolveInfo, Status, validate
 from .problem import Problem

@@ -18,7 +18,7 @@ def _plan(g, decisions, **kw):
     ids = [t.id for t in g.planning_tensors()]
     if isinstance(decisions, Decision):
         decisions = [decisions] * len(ids)
-    return Plan(dict(zip(ids, decisions)), **kw)
+    return Plan(dict(zip(ids, decisions, strict=True)), **kw)
 
 
 def _events(r):

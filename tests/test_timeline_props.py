@@ -42,7 +42,7 @@ def test_invariants(case):
     assert np.all(np.diff(r.memory_times) >= 0)
     for stream in ("compute", "d2h", "h2d"):
         ev = sorted((e for e in r.events if e.stream == stream), key=lambda e: (e.start, e.end))
-        for a, b in zip(ev, ev[1:]):
+        for a, b in zip(ev, ev[1:], strict=False):
             assert b.start >= a.end - 1e-9, (stream, a, b)
         assert all(e.end >= e.start for e in ev)
     # every step that needs a swapped tensor starts after its copy back has ended

@@ -80,7 +80,7 @@ class SimResult:
         for e in self.events:
             ev.append({"name": e.label, "cat": e.kind, "ph": "X", "pid": 1, "tid": tid[e.stream],
                        "ts": e.start * 1e6, "dur": (e.end - e.start) * 1e6})
-        for t, b in zip(self.memory_times, self.memory_bytes):
+        for t, b in zip(self.memory_times, self.memory_bytes, strict=True):
             ev.append({"name": "activation memory", "ph": "C", "pid": 1, "ts": float(t) * 1e6,
                        "args": {"bytes": int(b)}})
         out = {"traceEvents": ev, "displayTimeUnit": "ms"}
