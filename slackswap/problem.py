@@ -13,7 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from .costs import CostModel
-from .errors import BudgetError
+from .errors import BudgetError, SlackSwapError
 from .graph import Graph
 from .units import format_bytes, format_seconds, parse_bytes
 
@@ -137,7 +137,10 @@ def resolve_budget(budget, keep_all_peak: int) -> float:
         try:
             f = float(budget)
         except ValueError:
-            return float(parse_bytes(budget, "budget"))
+            try:
+                return float(parse_bytes(budget, "budget"))
+            except SlackSwapError as e:
+                raise BudgetError(f"{e}; or a fraction in (0, 1] of the keep-all peak") from None
         return resolve_budget(f if "." in budget or f <= 1 else int(f), keep_all_peak)
     if isinstance(budget, int):
         if budget <= 0:
