@@ -1,0 +1,267 @@
+"""SlackSwap greedy planner ``slack`` (DESIGN.md section 1; paper arXiv 2610.13003).
+
+The idea: profile one step from the problem's costs, treat the copy time that can be *hidden
+under forward computation* as a budget ("slack"), spend it swapping the activations that are most
+costly to rebuild (recompute seconds per byte freed), recompute the rest (cheapest rebuild per
+byte first, counting the cascade through unsaved intermediates), keep what fits; then let the
+simulator (docs/timeline.md) judge, evict more until the plan fits, and improve locally.
+
+Slack, concretely: the D2H engine copies swapped tensors FIFO in production order (timeline
+section 2). A swap is *free* when, with every swap accepted so far, every copy still ends before
+the forward pass does (its memory is gone by the keep-all peak at the end of the forward pass):
+``end_i = max(end_{i-1}, producer_end_i) + d2h_i <= T_fwd``. The bytes to evict are
+``keep_all_peak - budget``; slack covers what it can, recompute the rest.
+
+>>> from slackswap.problem import Problem
+>>> p = Problem.build("tiny", "a100-80gb", budget=0.5)
+>>> plan = SlackPlanner().plan(p)
+>>> plan.info.status.value
+'FEASIBLE'
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import time
+
+from ..errors import SlackSwapError
+from ..plan import Decision
+from ._slack_improve import Judge, d2h_fifo_ends, issue_points, local_search, rerun_closure
+from .base import Tags, make_plan, register
+
+ORDERS = ("rebuild_per_byte", "size", "position")
+MODES = ("hybrid", "swap_only", "recompute_only")
+PREFETCH = ("auto", "first_use", "lookahead")
+#: producer kinds whose outputs are cheap to regenerate (memory-bound, no tensor cores)
+CHEAP_KINDS = frozenset({"elementwise", "dropout", "norm"})
+K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
+
+
+def _choice(name, value, allowed):
+    if value not in allowed:
+        raise SlackSwapError(f"slack.{name}: got {value!r}; allowed: {', '.join(map(repr, allowed))}")
+    return value
+
+
+def _flag(name, value):
+    if not isinstance(value, bool):
+        raise SlackSwapError(f"slack.{name}: must be True or False, got {value!r}")
+    return value
+
+
+@register("slack")
+class SlackPlanner:
+    """Greedy slack planner with ablation switches.
+
+    Parameters (validated, stored; nothing is computed here):
+
+    * ``order``: swap priority: ``"rebuild_per_byte"`` (the paper: most costly to rebuild per
+      byte freed first), ``"size"`` (largest first) or ``"position"`` (earliest produced first).
+    * ``mode``: ``"hybrid"``, ``"swap_only"`` (never recompute) or ``"recompute_only"``.
+    * ``prefetch``: ``"auto"`` (simulator default: as early as the budget allows),
+      ``"first_use"`` (issue at the stage of first use) or ``"lookahead"`` (latest stage whose
+      backward compute covers the copy).
+    * ``min_swap_bytes``: tensors smaller than this are never swapped (DESIGN.md 3.4; default
+      1 MiB: a 10 us copy latency makes smaller copies poor value).
+    * ``keep_tail``: never evict the last block's tensors in the first pass (they are the first
+      needed in backward; their copies could not end before the forward pass does anyway).
+    * ``regen_masks``: never spend slack on masks, statistics and cheap elementwise/norm outputs
+      whose rebuild needs no cascade: the recompute pass (cheapest first) regenerates them, so
+      the copy engine's slack goes to tensors that are costly to rebuild.
+    * ``local_search``: simulator-judged single-tensor moves, strict improvements only, at most
+      ``max_sims`` simulations in the whole ``plan`` call.
+    """
+
+    name = "slack"
+    tags = Tags(exact=False, supports_swap=True, supports_recompute=True)
+
+    def __init__(self, order: str = "rebuild_per_byte", mode: str = "hybrid", prefetch: str = "auto",
+                 min_swap_bytes: int = 1 << 20, keep_tail: bool = True, regen_masks: bool = True,
+                 local_search: bool = True, max_sims: int = 16):
+        self.order = _choice("order", order, ORDERS)
+        self.mode = _choice("mode", mode, MODES)
+        self.prefetch = _choice("prefetch", prefetch, PREFETCH)
+        if isinstance(min_swap_bytes, bool) or not isinstance(min_swap_bytes, int) or min_swap_bytes < 0:
+            raise SlackSwapError(f"slack.min_swap_bytes: must be an int >= 0 (bytes), got {min_swap_bytes!r}")
+        self.min_swap_bytes = min_swap_bytes
+        self.keep_tail = _flag("keep_tail", keep_tail)
+        self.regen_masks = _flag("regen_masks", regen_masks)
+        self.local_search = _flag("local_search", local_search)
+        if isinstance(max_sims, bool) or not isinstance(max_sims, int) or max_sims < 1:
+            raise SlackSwapError(f"slack.max_sims: must be an int >= 1, got {max_sims!r}")
+        self.max_sims = max_sims
+
+    @property
+    def params(self) -> dict:
+        return {"order": self.order, "mode": self.mode, "prefetch": self.prefetch,
+                "min_swap_bytes": self.min_swap_bytes, "keep_tail": self.keep_tail,
+                "regen_masks": self.regen_masks, "local_search": self.local_search,
+                "max_sims": self.max_sims}
+
+    # ------------------------------------------------------------------ plan
+    def plan(self, problem):
+        t0 = time.perf_counter()
+        prof = _Profile(problem)
+        judge = Judge(problem, self.max_sims)
+        if problem.budget_bytes >= problem.keep_all_peak:
+            dec = dict.fromkeys(problem.planning_ids, K)
+            return make_plan(problem, dec, self.name, self.params, t0)
+        cands = [self._greedy(prof, 1.0)]
+        if self.mode == "hybrid":  # slack spent more or less eagerly; the simulator picks
+            # 0.0 = no slack spent: the recompute_only greedy, so that without local search
+            # hybrid is never worse than recompute_only (by construction)
+            cands += [self._greedy(prof, 0.5), self._greedy(prof, 2.0), self._greedy(prof, 0.0)]
+        best, best_s = None, math.inf
+        for dec in cands:
+            dec, s = self._fit(prof, judge, dec)
+            if s < best_s or best is None:
+                best, best_s = dec, s
+        if self.local_search and math.isfinite(best_s):
+            best, best_s = local_search(judge, best, self.prefetch, self._moves(prof, best), best_s)
+        ip = issue_points(problem, best, self.prefetch)
+        return make_plan(problem, best, self.name, self.params, t0, issue_points=ip,
+                         message=f"{judge.calls} simulations")
+
+    # ------------------------------------------------------------ greedy
+    def _greedy(self, prof: _Profile, slack_scale: float) -> dict:
+        """One greedy pass: regenerate cheap tensors, spend the slack on swaps, recompute the
+        rest. ``slack_scale`` scales the D2H deadline (1.0 = end of the forward pass)."""
+        dec = dict.fromkeys(prof.planning, K)
+        left = prof.need
+        evicted: set[int] = set()
+        if self.mode != "recompute_only" and left > 0:
+            left = self._spend_slack(prof, dec, evicted, left, slack_scale)
+        if left > 0 and self.mode != "swap_only":
+            self._recompute(prof, dec, evicted, left, prof.body_for(self.keep_tail))
+        return dec
+
+    def _swap_order(self, prof: _Profile, pool) -> list[int]:
+        key = {"rebuild_per_byte": lambda t: (-prof.rpb[t], t), "size": lambda t: (-prof.bytes[t], t),
+               "position": lambda t: (prof.producer[t], t)}[self.order]
+        return sorted(pool, key=key)
+
+    def _spend_slack(self, prof: _Profile, dec, evicted, left: float, scale: float) -> float:
+        deadline = prof.t_fwd * scale if self.mode == "hybrid" else math.inf
+        accepted: list[tuple[int, float, float]] = []   # FIFO in production order
+        cheap = set(prof.cheap) if self.regen_masks else set()
+        pool = [t for t in prof.body_for(self.keep_tail) if t not in evicted and prof.swappable[t]
+                and prof.bytes[t] >= self.min_swap_bytes and t not in cheap]
+        for t in self._swap_order(prof, pool):
+            if left <= 0:
+                break
+            item = (prof.producer[t], prof.prod_end[t], prof.d2h[t])
+            i = bisect.bisect_right(accepted, item)
+            trial = accepted[:i] + [item] + accepted[i:]
+            if max(d2h_fifo_ends(trial)[i:]) > deadline:
+                continue
+            accepted = trial
+            dec[t] = S
+            evicted.add(t)
+            left -= prof.bytes[t]
+        return left
+
+    def _recompute(self, prof: _Profile, dec, evicted, left: float, pool) -> float:
+        """Lazy greedy on marginal rebuild seconds per byte (the closure of re-run ops)."""
+        rerun: set[int] = set()
+        for t in evicted:
+            if dec[t] is R:
+                rerun |= rerun_closure(prof.graph, t, evicted, prof.pset)
+        heap = [(prof.rpb[t], t) for t in pool if t not in evicted and prof.recomputable[t]]
+        heapq.heapify(heap)
+        while heap and left > 0:
+            _, t = heapq.heappop(heap)
+            ops = rerun_closure(prof.graph, t, evicted | {t}, prof.pset) - rerun
+            cost = sum(prof.fwd[o] for o in ops) / max(prof.bytes[t], 1)
+            if heap and cost > heap[0][0] * (1 + 1e-9):
+                heapq.heappush(heap, (cost, t))
+                continue
+            dec[t] = R
+            evicted.add(t)
+            rerun |= ops
+            left -= prof.bytes[t]
+        return left
+
+    # --------------------------------------------------------- budget loop
+    def _fit(self, prof: _Profile, judge: Judge, dec: dict) -> tuple[dict, float]:
+        """Evict more (recompute, or swap in swap_only mode) until the simulator says the plan
+        fits, or nothing is left to evict."""
+        dec = dict(dec)
+        chunk = max(prof.need * 0.05, 1.0)
+        while True:
+            s, r = judge.score(dec, issue_points(prof.problem, dec, self.prefetch))
+            if math.isfinite(s) or judge.left <= 0:
+                return dec, s
+            evicted = {t for t, d in dec.items() if d is not K}
+            before = dict(dec)
+            if self.mode != "swap_only":
+                self._recompute(prof, dec, evicted, chunk, prof.planning)
+            if dec == before and self.mode != "recompute_only":
+                # nothing left to recompute (or swap_only): swap, ignoring min_swap_bytes
+                got = 0
+                for t in self._swap_order(prof, prof.planning):
+                    if got >= chunk:
+                        break
+                    if dec[t] is not S and prof.swappable[t]:
+                        dec[t] = S
+                        got += prof.bytes[t]
+            if dec == before:
+                return dec, s
+            chunk *= 2
+
+    def _moves(self, prof: _Profile, dec: dict) -> list[tuple[int, Decision]]:
+        """Local-search moves, most promising first: un-evict the costliest recomputes, turn the
+        latest swaps (the copies most likely to stall) into recomputes."""
+        rec = sorted((t for t, d in dec.items() if d is R), key=lambda t: (-prof.rpb[t] * prof.bytes[t], t))
+        swp = sorted((t for t, d in dec.items() if d is S), key=lambda t: (-prof.producer[t], t))
+        moves: list[tuple[int, Decision]] = []
+        if self.mode != "recompute_only":
+            moves += [(t, S) for t in rec[:4] if prof.swappable[t]]
+        moves += [(t, K) for t in rec[:4]]
+        if self.mode != "swap_only":
+            moves += [(t, R) for t in swp[:4] if prof.recomputable[t]]
+        return moves
+
+
+class _Profile:
+    """What the greedy needs from one problem (read only; the problem is never mutated)."""
+
+    def __init__(self, problem):
+        self.problem = problem
+        g, c = problem.graph, problem.costs
+        self.graph = g
+        self.planning = list(problem.planning_ids)
+        self.pset = set(self.planning)
+        self.fwd = c.fwd_s
+        ends, acc = [], 0.0
+        for f in c.fwd_s:
+            acc += f
+            ends.append(acc)
+        self.t_fwd = acc
+        self.bytes = {t: g.tensors[t].bytes for t in self.planning}
+        self.producer = {t: g.tensors[t].producer for t in self.planning}
+        self.prod_end = {t: ends[self.producer[t]] for t in self.planning}
+        self.d2h = {t: c.d2h_s[t] for t in self.planning}
+        self.swappable = {t: g.tensors[t].swappable for t in self.planning}
+        self.recomputable = {t: g.tensors[t].recomputable for t in self.planning}
+        self.need = problem.keep_all_peak - problem.budget_bytes
+        self.rpb, self.cheap = {}, []
+        for t in self.planning:
+            ops = rerun_closure(g, t, {t}, self.pset)
+            self.rpb[t] = sum(c.fwd_s[o] for o in ops) / max(self.bytes[t], 1)
+            p = g.ops[self.producer[t]]
+            if (len(ops) == 1 and self.recomputable[t]
+                    and (p.kind in CHEAP_KINDS or g.tensors[t].kind in ("mask", "stats"))):
+                self.cheap.append(t)
+        layers = [op.layer for op in g.ops if op.layer is not None]
+        last = max(layers) if layers else None
+        first_tail = next((op.id for op in g.ops if op.layer == last), len(g.ops)) if last is not None else len(g.ops)
+        self.tail = {t for t in self.planning if self.producer[t] >= first_tail}
+        self.body = [t for t in self.planning if t not in self.tail]
+
+    def body_for(self, keep_tail: bool) -> list[int]:
+        return self.body if keep_tail else self.planning
+
+
+__all__ = ["SlackPlanner", "ORDERS", "MODES", "PREFETCH"]

@@ -1,0 +1,61 @@
+"""The published SlackSwap table (data/reference/slackswap_paper.csv), asserted within its stated
+tolerance with the default ``slack`` planner. Rows our simulator does not reach are strict xfails
+with the measured number and the reason (see docs/planners.md, section "slack")."""
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from slackswap.planners.slack import SlackPlanner
+from slackswap.problem import Problem
+from slackswap.timeline import simulate
+
+CSV = Path(__file__).resolve().parents[1] / "data" / "reference" / "slackswap_paper.csv"
+ROWS = list(csv.DictReader(CSV.open()))
+
+# Measured with `python benchmarks/bench_slack.py` (default SlackPlanner). A bound on the
+# recompute every plan needs: bytes to evict (keep-all peak - budget) minus what the D2H engine
+# can copy during the whole forward pass (25 GB/s x forward time), filled with the cheapest
+# rebuild per byte (gelu / norm outputs, ~1.3 us/MiB): bert-large >= 16.3 ms of 197 ms
+# (ratio <= ~0.924), gpt2-xl >= 17.6 ms of 453 ms (<= ~0.963), llama-7b >= 7.5 ms of 1675 ms
+# (<= ~0.9955). All three published numbers are above what our simulator allows.
+SHORT = {
+    "bert-large": "measured 0.9055 vs published 0.963: forward (64 ms) hides only 1.5 GiB of the "
+                  "8.3 GiB to evict over PCIe 4.0; the rest must be recomputed (>= ~16 ms)",
+    "gpt2-xl": "measured 0.9455 vs published 0.976: forward (142 ms) hides 3.3 GiB of 11.6 GiB; "
+               "recompute bound >= ~17.6 ms",
+    "llama-7b": "measured 0.9924 vs published 0.996: forward (512 ms) hides <= 11.9 GiB of 17.1 GiB; "
+                "recompute bound >= ~7.5 ms (ratio <= ~0.9955); greedy recomputes 12.8 ms",
+}
+
+
+def _row_param(row):
+    marks = []
+    if row["model"] in SHORT:
+        marks.append(pytest.mark.xfail(strict=True, reason=SHORT[row["model"]]))
+    return pytest.param(row, id=row["model"], marks=marks)
+
+
+def test_csv_has_the_three_published_rows():
+    assert [r["model"] for r in ROWS] == ["bert-large", "gpt2-xl", "llama-7b"]
+    for r in ROWS:
+        assert r["hardware"] == "a100-80gb" and float(r["budget"]) == 0.5
+        assert 0 < float(r["throughput_ratio"]) <= 1 and float(r["tolerance"]) >= 0 and r["source"]
+
+
+@pytest.mark.parametrize("row", [_row_param(r) for r in ROWS])
+def test_published_ratio(row):
+    p = Problem.build(row["model"], row["hardware"], budget=float(row["budget"]))
+    plan = SlackPlanner().plan(p)
+    r = simulate(p, plan, detail=False)
+    assert r.fits
+    assert r.throughput_ratio >= float(row["throughput_ratio"]) - float(row["tolerance"])
+
+
+@pytest.mark.parametrize("model,floor", [("bert-large", 0.90), ("gpt2-xl", 0.94), ("llama-7b", 0.99)])
+def test_measured_ratio_does_not_regress(model, floor):
+    """What the planner measurably reaches today (see SHORT); fails if it regresses."""
+    p = Problem.build(model, "a100-80gb", budget=0.5)
+    r = simulate(p, SlackPlanner().plan(p), detail=False)
+    assert r.fits and r.throughput_ratio >= floor
