@@ -1,0 +1,5 @@
+"""Planners: ``get(name, **params)``, ``available()``, ``register(name)`` (DESIGN.md section 5)."""
+
+from .base import FunctionPlanner, Planner, Tags, available, get, make_plan, register, unregister
+
+__all__ = ["FunctionPlanner", "Planner", "Tags", "available", "get", "make_plan", "register", "unregister"]
