@@ -1,0 +1,126 @@
+"""Capuchin (Peng et al., ASPLOS 2020, "Capuchin: Tensor-based GPU Memory Management for Deep
+Learning"), simplified to one measured step.
+
+Measure: from the cost model (keep-all timeline, no stalls), every planning tensor's **free time
+window** is the compute time between the end of its last forward use and the start of its first
+backward use: ``FT = sum(fwd_s[last_fwd+1:]) + sum(bwd_s[first_bwd+1:])``. Its swap is hidden when
+``d2h + h2d <= FT`` (section 4.2, "free time"). Decide:
+
+1. swap candidates: swappable tensors with ``d2h + h2d <= FT`` and at least ``min_swap_bytes``,
+   in order of decreasing slack ``FT - (d2h + h2d)``, while the copy engines' cumulative busy
+   time stays within the forward time (D2H) and the backward time (H2D);
+2. recompute candidates: the other recomputable tensors, in order of decreasing MSPS (memory
+   saving per second of recomputation, ``bytes / fwd_s[producer]``, section 4.3), one hop deep:
+   a tensor is skipped when an input of its producer, or a tensor it is an input for, is already
+   chosen (so every recompute reads resident tensors and rebuilds nothing else);
+3. the eviction list is 1 then 2; the plan evicts the shortest prefix of it for which the
+   simulator says the plan fits (exponential then binary search over the prefix length, which
+   assumes fitting is monotone in the prefix; the result always fits if it says FEASIBLE), and
+   keeps the rest. If even the whole list does not fit, that plan is returned, INFEASIBLE.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import SlackSwapError
+from ..plan import Decision, Plan
+from . import _chain
+from .base import Tags, make_plan, register
+
+
+def free_windows(problem) -> dict[int, float]:
+    """Capuchin's free time ``FT`` of every planning tensor (seconds, keep-all timeline)."""
+    g, c = problem.graph, problem.costs
+    n = len(g.ops)
+    fwd_suffix = [0.0] * (n + 1)
+    bwd_suffix = [0.0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        fwd_suffix[i] = fwd_suffix[i + 1] + c.fwd_s[i]
+        bwd_suffix[i] = bwd_suffix[i + 1] + c.bwd_s[i]
+    out = {}
+    for t in problem.planning_ids:
+        lf = max(g.last_forward_use(t), g.tensors[t].producer)
+        fb = problem.first_backward_use(t)
+        out[t] = fwd_suffix[lf + 1] + bwd_suffix[fb + 1]
+    return out
+
+
+def eviction_order(problem, min_swap_bytes: int = 0) -> list[tuple[int, Decision]]:
+    """The ordered eviction list (swaps by slack, then recomputes by MSPS)."""
+    g, c = problem.graph, problem.costs
+    ft = free_windows(problem)
+    fwd_total, bwd_total = sum(c.fwd_s), sum(c.bwd_s)
+    swaps: list[tuple[int, Decision]] = []
+    busy_d2h = busy_h2d = 0.0
+    cands = [t for t in problem.planning_ids if g.tensors[t].swappable and g.tensors[t].bytes >= min_swap_bytes
+             and g.tensors[t].bytes > 0 and c.d2h_s[t] + c.h2d_s[t] <= ft[t]]
+    for t in sorted(cands, key=lambda t: (-(ft[t] - c.d2h_s[t] - c.h2d_s[t]), t)):
+        if busy_d2h + c.d2h_s[t] <= fwd_total and busy_h2d + c.h2d_s[t] <= bwd_total:
+            busy_d2h += c.d2h_s[t]
+            busy_h2d += c.h2d_s[t]
+            swaps.append((t, Decision.SWAP))
+    swapped = {t for t, _ in swaps}
+    rec = [t for t in problem.planning_ids if t not in swapped and g.tensors[t].recomputable
+           and g.tensors[t].bytes > 0]
+
+    def msps(t):
+        s = c.fwd_s[g.tensors[t].producer]
+        return g.tensors[t].bytes / s if s > 0 else float("inf")
+
+    chosen: list[int] = []
+    blocked: set[int] = set()      # one-hop recompute: a producer's inputs are never recomputed
+    for t in sorted(rec, key=lambda t: (-msps(t), t)):
+        ins = set(g.ops[g.tensors[t].producer].inputs)
+        if t in blocked or ins & set(chosen):
+            continue
+        chosen.append(t)
+        blocked |= ins
+    return swaps + [(t, Decision.RECOMPUTE) for t in chosen]
+
+
+@register("capuchin")
+class Capuchin:
+    """Swap what hides in its free time, else recompute by MSPS, until the simulator fits."""
+
+    name = "capuchin"
+    tags = Tags(supports_swap=True, supports_recompute=True)
+
+    def __init__(self, min_swap_bytes: int = 0):
+        if isinstance(min_swap_bytes, bool) or not isinstance(min_swap_bytes, int) or min_swap_bytes < 0:
+            raise SlackSwapError(f"capuchin: min_swap_bytes must be an int >= 0, got {min_swap_bytes!r}")
+        self.min_swap_bytes = min_swap_bytes
+
+    def plan(self, problem) -> Plan:
+        t0 = time.perf_counter()
+        order = eviction_order(problem, self.min_swap_bytes)
+        base = {t: Decision.KEEP for t in problem.planning_ids}
+
+        def decisions(k: int) -> dict[int, Decision]:
+            d = dict(base)
+            d.update(order[:k])
+            return d
+
+        def fits(k: int) -> bool:
+            return _chain.simulate_plan(problem, decisions(k)).fits
+
+        n = len(order)
+        if fits(0):
+            k = 0
+        elif not fits(n):
+            k = n
+        else:  # smallest fitting prefix: exponential then binary search (fits(n) holds)
+            hi = 1
+            while hi < n and not fits(hi):
+                hi *= 2
+            hi = min(hi, n)
+            lo = hi // 2          # fits(lo) is False (or lo == 0, checked above)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if fits(mid):
+                    hi = mid
+                else:
+                    lo = mid
+            k = hi
+        return make_plan(problem, decisions(k), self.name,
+                         {"min_swap_bytes": self.min_swap_bytes}, t0)

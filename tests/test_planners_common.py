@@ -1,0 +1,116 @@
+"""One table-driven suite over every registered planner (DESIGN.md section 9, STYLE.md 5)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from slackswap import planners, synthetic
+from slackswap.costs import CostModel
+from slackswap.errors import SlackSwapError, UnknownNameError
+from slackswap.plan import Decision, Plan, Status, validate
+from slackswap.planners import FunctionPlanner, Tags
+from slackswap.problem import Problem
+from slackswap.timeline import simulate
+
+
+def _unit(g):
+    return Problem(g, CostModel.unit(g))
+
+
+def _problems():
+    out = {
+        "chain6": _unit(synthetic.chain(6, sizes=[2, 1, 3, 1, 2, 1])),
+        "residual": _unit(synthetic.residual_block(sizes=(2, 3, 1, 2))),
+        "dag3": _unit(synthetic.random_dag(3, n_ops=6)),
+        "dag7": _unit(synthetic.random_dag(7, n_ops=6)),
+    }
+    try:
+        import slackswap.models  # noqa: F401  (a real import check: the zoo is part of the package)
+        out["tiny"] = Problem.build("tiny", "a100-80gb", budget=None)
+    except ImportError:
+        pass
+    return out
+
+
+PROBLEMS = _problems()
+NAMES = planners.available()
+
+
+def _budgets(p):
+    """No limit, half the keep-all peak (or the floor) and just above the smallest feasible."""
+    lo = p.min_feasible_bytes
+    return [None, max(lo, int(0.5 * p.keep_all_peak)), lo + 1]
+
+
+@pytest.mark.parametrize("pname", sorted(PROBLEMS))
+@pytest.mark.parametrize("name", NAMES)
+def test_planner_contract(name, pname):
+    base = PROBLEMS[pname]
+    for budget in _budgets(base):
+        p = base.with_budget(budget)
+        before = (copy.deepcopy(p.graph), copy.deepcopy(p.costs), p.budget_bytes, p.keep_all_peak)
+        a = planners.get(name).plan(p)
+        b = planners.get(name).plan(p)
+        assert (p.graph, p.costs, p.budget_bytes, p.keep_all_peak) == before      # not mutated
+        assert set(a.decisions) == set(p.planning_ids)                             # every tensor once
+        validate(p, a)                                                             # swappable/recomputable
+        assert a.decisions == b.decisions                                          # deterministic
+        assert a.info.status in (Status.FEASIBLE, Status.OPTIMAL, Status.INFEASIBLE, Status.TIME_LIMIT)
+        r = simulate(p, a)
+        if a.info.status in (Status.FEASIBLE, Status.OPTIMAL):
+            assert r.fits and r.peak_bytes <= p.budget_bytes
+        elif a.info.status is Status.INFEASIBLE:
+            assert not r.fits
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_planner_has_name_and_tags(name):
+    pl = planners.get(name)
+    assert pl.name == name and isinstance(pl.tags, Tags)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fixed_respects_flags(name):
+    """Non-swappable / non-recomputable tensors are never swapped / recomputed."""
+    g = synthetic.chain(5, sizes=[2, 2, 2, 2, 2])
+    t = list(g.tensors)
+    t[1] = type(t[1])(1, "a1", 2, 0, swappable=False, recomputable=False)
+    t[3] = type(t[3])(3, "a3", 2, 2, recomputable=False)
+    g2 = type(g)("chain-flags", g.ops, tuple(t))
+    p = _unit(g2).with_budget(_unit(g2).min_feasible_bytes + 1)
+    plan = planners.get(name).plan(p)
+    validate(p, plan)
+    assert plan.decisions[1] is Decision.KEEP
+
+
+def test_unknown_name_lists_known():
+    with pytest.raises(UnknownNameError) as e:
+        planners.get("nope")
+    for n in ("keep-all", "chen-sqrt", "dp-checkpoint", "capuchin"):
+        assert n in str(e.value)
+
+
+def test_duplicate_register_raises():
+    with pytest.raises(SlackSwapError, match="already registered"):
+        planners.register("keep-all", lambda: None)
+
+
+def test_bad_parameters_raise():
+    with pytest.raises(SlackSwapError, match="min_swap_bytes"):
+        planners.get("swap-all", min_swap_bytes=-1)
+    with pytest.raises(SlackSwapError, match="min_swap_bytes"):
+        planners.get("capuchin", min_swap_bytes=1.5)
+    with pytest.raises(SlackSwapError, match="max_rounds"):
+        planners.get("dp-checkpoint", max_rounds=0)
+    with pytest.raises(SlackSwapError, match="bad parameters"):
+        planners.get("keep-all", foo=1)
+
+
+def test_function_planner_wraps_a_function():
+    p = PROBLEMS["chain6"]
+    fp = FunctionPlanner("all-rec", lambda pr, d: {t: d for t in pr.planning_ids}, d=Decision.RECOMPUTE)
+    plan = fp.plan(p)
+    assert isinstance(plan, Plan) and plan.planner == "all-rec"
+    assert set(plan.ids(Decision.RECOMPUTE)) == set(p.planning_ids)
