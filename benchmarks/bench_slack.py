@@ -3,9 +3,11 @@
     python benchmarks/bench_slack.py
 
 Targets (task brief): a Llama-7B step in <= 0.5 s; the three published rows in <= 5 s together;
-the growth of planning time with the number of layers (llama-7b, layers = 8, 16, 32, 64).
+the growth of planning time with the number of layers (llama-7b, layers = 8, 16, 32, 64);
+with ``--grid``: slack vs the best other heuristic on every model x budget 0.3..0.8.
 """
 
+import sys
 import time
 
 from slackswap.planners.slack import SlackPlanner
@@ -41,5 +43,27 @@ def main():
               f"{plan.info.message.split()[0]:>5s} {r.throughput_ratio:7.4f} {r.fits}")
 
 
+OTHERS = ("capuchin", "dp-checkpoint", "chen-greedy", "chen-sqrt", "checkpoint-layers", "swap-all")
+
+
+def grid():
+    from slackswap import planners
+
+    print(f"{'model':12s} {'budget':>6s} {'slack':>7s} {'best other':>10s} planner")
+    for model in ("bert-large", "gpt2-xl", "llama-7b"):
+        base = Problem.build(model, "a100-80gb", budget=0.5)
+        for b in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
+            p = base.with_budget(b)
+            r = simulate(p, SlackPlanner().plan(p), detail=False)
+            best = (0.0, "-")
+            for name in OTHERS:
+                o = simulate(p, planners.get(name).plan(p), detail=False)
+                if o.feasible and o.fits and o.throughput_ratio > best[0]:
+                    best = (o.throughput_ratio, name)
+            print(f"{model:12s} {b:6.1f} {r.throughput_ratio:7.4f} {best[0]:10.4f} {best[1]}")
+
+
 if __name__ == "__main__":
     main()
+    if "--grid" in sys.argv:
+        grid()

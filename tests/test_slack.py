@@ -105,7 +105,8 @@ def test_modes_respect_their_restriction(mode, absent, model):
                                 {"prefetch": "lookahead"}, {"keep_tail": False}, {"regen_masks": False}],
                          ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
 def test_each_switch_changes_the_plan_and_stays_valid(kw):
-    p = _problem("bert-large")
+    # regen_masks only matters where cheap tensors would otherwise take copy slack (llama-7b)
+    p = _problem("llama-7b" if "regen_masks" in kw else "bert-large")
     base, other = SlackPlanner().plan(p), SlackPlanner(**kw).plan(p)
     assert (base.decisions, base.issue_points) != (other.decisions, other.issue_points)
     _check(p, other)

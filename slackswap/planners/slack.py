@@ -131,10 +131,14 @@ class SlackPlanner:
         dec = dict.fromkeys(prof.planning, K)
         left = prof.need
         evicted: set[int] = set()
+        fifo: list[tuple[int, float, float]] = []     # accepted copies, in production order
+        deadline = prof.t_fwd * slack_scale if self.mode == "hybrid" else math.inf
         if self.mode != "recompute_only" and left > 0:
-            left = self._spend_slack(prof, dec, evicted, left, slack_scale)
+            left = self._spend_slack(prof, dec, evicted, left, deadline, fifo)
         if left > 0 and self.mode != "swap_only":
             self._recompute(prof, dec, evicted, left, prof.body_for(self.keep_tail))
+            if self.mode == "hybrid" and slack_scale > 0:
+                self._reclaim(prof, dec, deadline, fifo)
         return dec
 
     def _swap_order(self, prof: _Profile, pool) -> list[int]:
@@ -142,21 +146,15 @@ class SlackPlanner:
                "position": lambda t: (prof.producer[t], t)}[self.order]
         return sorted(pool, key=key)
 
-    def _spend_slack(self, prof: _Profile, dec, evicted, left: float, scale: float) -> float:
-        deadline = prof.t_fwd * scale if self.mode == "hybrid" else math.inf
-        accepted: list[tuple[int, float, float]] = []   # FIFO in production order
+    def _spend_slack(self, prof: _Profile, dec, evicted, left: float, deadline: float, fifo) -> float:
         cheap = set(prof.cheap) if self.regen_masks else set()
         pool = [t for t in prof.body_for(self.keep_tail) if t not in evicted and prof.swappable[t]
                 and prof.bytes[t] >= self.min_swap_bytes and t not in cheap]
         for t in self._swap_order(prof, pool):
             if left <= 0:
                 break
-            item = (prof.producer[t], prof.prod_end[t], prof.d2h[t])
-            i = bisect.bisect_right(accepted, item)
-            trial = accepted[:i] + [item] + accepted[i:]
-            if max(d2h_fifo_ends(trial)[i:]) > deadline:
+            if not _fifo_insert(prof, fifo, t, deadline):
                 continue
-            accepted = trial
             dec[t] = S
             evicted.add(t)
             left -= prof.bytes[t]
@@ -164,24 +162,53 @@ class SlackPlanner:
 
     def _recompute(self, prof: _Profile, dec, evicted, left: float, pool) -> float:
         """Lazy greedy on marginal rebuild seconds per byte (the closure of re-run ops)."""
+        rec = {t for t in evicted if dec[t] is R}   # swapped inputs come back by H2D
         rerun: set[int] = set()
-        for t in evicted:
-            if dec[t] is R:
-                rerun |= rerun_closure(prof.graph, t, evicted, prof.pset)
+        for t in rec:
+            rerun |= rerun_closure(prof.graph, t, rec, prof.pset)
         heap = [(prof.rpb[t], t) for t in pool if t not in evicted and prof.recomputable[t]]
         heapq.heapify(heap)
         while heap and left > 0:
             _, t = heapq.heappop(heap)
-            ops = rerun_closure(prof.graph, t, evicted | {t}, prof.pset) - rerun
+            ops = rerun_closure(prof.graph, t, rec | {t}, prof.pset) - rerun
             cost = sum(prof.fwd[o] for o in ops) / max(prof.bytes[t], 1)
             if heap and cost > heap[0][0] * (1 + 1e-9):
                 heapq.heappush(heap, (cost, t))
                 continue
             dec[t] = R
             evicted.add(t)
+            rec.add(t)
             rerun |= ops
             left -= prof.bytes[t]
         return left
+
+    def _reclaim(self, prof: _Profile, dec, deadline: float, fifo) -> None:
+        """Spend the copy time the swap pass left (gaps too short for its candidates) on the
+        recomputes costliest to rebuild, then keep the recomputes the eviction no longer needs
+        (costliest first): every byte of D2H slack replaces a rebuild."""
+        cost = self._rebuild_costs(prof, dec)
+        rec = sorted(cost, key=lambda t: (-cost[t], t))
+        kept = sorted((t for t, d in dec.items() if d is K), key=lambda t: (-prof.bytes[t], t))
+        for t in rec + kept:
+            if prof.swappable[t] and prof.bytes[t] >= self.min_swap_bytes and _fifo_insert(prof, fifo, t, deadline):
+                dec[t] = S
+        surplus = sum(prof.bytes[t] for t, d in dec.items() if d is not K) - prof.need
+        for t in rec:
+            if dec[t] is R and prof.bytes[t] <= surplus:
+                dec[t] = K
+                surplus -= prof.bytes[t]
+
+    @staticmethod
+    def _rebuild_costs(prof: _Profile, dec) -> dict[int, float]:
+        """Per recomputed tensor: seconds of re-run ops saved by keeping it instead (its closure
+        minus the ops the other recomputes re-run anyway)."""
+        rec = {t for t, d in dec.items() if d is R}
+        clos = {t: rerun_closure(prof.graph, t, rec, prof.pset) for t in rec}
+        count: dict[int, int] = {}
+        for ops in clos.values():
+            for o in ops:
+                count[o] = count.get(o, 0) + 1
+        return {t: sum(prof.fwd[o] for o in ops if count[o] == 1) for t, ops in clos.items()}
 
     # --------------------------------------------------------- budget loop
     def _fit(self, prof: _Profile, judge: Judge, dec: dict) -> tuple[dict, float]:
@@ -222,6 +249,18 @@ class SlackPlanner:
         if self.mode != "swap_only":
             moves += [(t, R) for t in swp[:4] if prof.recomputable[t]]
         return moves
+
+
+def _fifo_insert(prof: _Profile, fifo: list, t: int, deadline: float) -> bool:
+    """Insert ``t``'s copy into the production-ordered D2H FIFO if every copy from it on still
+    ends by ``deadline`` (timeline section 2); return whether it was inserted."""
+    item = (prof.producer[t], prof.prod_end[t], prof.d2h[t])
+    i = bisect.bisect_right(fifo, item)
+    trial = fifo[:i] + [item] + fifo[i:]
+    if max(d2h_fifo_ends(trial)[i:]) > deadline:
+        return False
+    fifo[:] = trial
+    return True
 
 
 class _Profile:
