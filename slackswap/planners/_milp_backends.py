@@ -1,0 +1,231 @@
+"""Backends for the backend-neutral ``Model`` (docs/milp.md, "Backends").
+
+* ``"highs"``: highspy (HiGHS branch-and-cut), with the solver's dual bound and gap;
+* ``"cbc"``: pulp's bundled CBC (``PULP_CBC_CMD``); pulp reports no dual bound;
+* ``"cvxpy"``: cvxpy with its HIGHS MILP solver (SCIPY as fallback); imported lazily.
+
+Every backend returns a ``Result``: ``status`` in {"optimal", "time_limit", "infeasible",
+"error"}, the column values ``x`` (None when no solution), ``objective`` and ``bound``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import SlackSwapError
+
+BACKENDS = ("highs", "cbc", "cvxpy")
+
+
+@dataclass
+class Result:
+    status: str
+    x: list[float] | None
+    objective: float | None
+    bound: float | None
+    message: str = ""
+
+
+def highs_model(model):
+    """A ``highspy.Highs`` instance holding ``model`` (names kept for LP/MPS dumps)."""
+    import highspy
+
+    inf = highspy.kHighsInf
+    lp = highspy.HighsLp()
+    n, m = len(model.names), len(model.rows)
+    lp.num_col_, lp.num_row_ = n, m
+    cost = np.zeros(n)
+    for v, c in model.obj.items():
+        cost[v] = c
+    lp.col_cost_ = cost
+    lp.offset_ = model.obj_const
+    clip = lambda a: np.clip(np.asarray(a, float), -inf, inf)  # noqa: E731
+    lp.col_lower_, lp.col_upper_ = clip(model.lb), clip(model.ub)
+    lp.row_lower_, lp.row_upper_ = clip(model.lo), clip(model.hi)
+    a = model.csr().tocsc()
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = a.indptr
+    lp.a_matrix_.index_ = a.indices
+    lp.a_matrix_.value_ = a.data
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, m
+    lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
+                       for i in model.integer]
+    lp.col_names_ = list(model.names)
+    lp.row_names_ = list(model.row_names)
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.passModel(lp)
+    for i, nm in enumerate(model.names):
+        h.passColName(i, nm)
+    for i, nm in enumerate(model.row_names):
+        h.passRowName(i, nm)
+    return h
+
+
+def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
+                start: dict[int, float] | None = None, relax: bool = False) -> Result:
+    import highspy
+
+    h = highs_model(model)
+    if time_limit_s is not None:
+        h.setOptionValue("time_limit", float(time_limit_s))
+    h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
+    h.setOptionValue("mip_abs_gap", 0.0)
+    h.setOptionValue("random_seed", int(seed))
+    h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+    h.setOptionValue("mip_feasibility_tolerance", 1e-9)
+    if threads is not None:
+        h.setOptionValue("threads", int(threads))
+    if relax:
+        h.setOptionValue("solve_relaxation", True)
+    if start:
+        idx = np.asarray(list(start), dtype=np.int32)
+        val = np.asarray([start[i] for i in start], dtype=float)
+        try:
+            h.setSolution(len(idx), idx, val)
+        except TypeError:  # older highspy: no sparse start; solve without it
+            pass
+    h.run()
+    st = h.getModelStatus()
+    info = h.getInfo()
+    S = highspy.HighsModelStatus
+    has_x = info.primal_solution_status == 2
+    x = list(h.getSolution().col_value) if has_x else None
+    obj = info.objective_function_value if has_x else None
+    bound = info.mip_dual_bound if not relax and any(model.integer) else obj
+    if bound is not None and not math.isfinite(bound):
+        bound = None
+    if st == S.kOptimal:
+        return Result("optimal", x, obj, obj if relax else bound)
+    if st in (S.kInfeasible,):
+        return Result("infeasible", None, None, None)
+    if st in (S.kTimeLimit, S.kIterationLimit, S.kSolutionLimit, S.kInterrupt):
+        return Result("time_limit", x, obj, bound)
+    return Result("error", x, obj, bound, f"HiGHS status {h.modelStatusToString(st)}")
+
+
+def _pulp_name(name: str, i: int) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in name) + f"_{i}"
+
+
+def solve_cbc(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
+              start: dict[int, float] | None = None, write: str | None = None) -> Result:
+    try:
+        import pulp
+    except ImportError:
+        raise SlackSwapError("milp solver 'cbc' needs pulp: pip install pulp") from None
+    prob = pulp.LpProblem(_pulp_name(model.name, 0), pulp.LpMinimize)
+    xs = []
+    for i, nm in enumerate(model.names):
+        lb = None if model.lb[i] == -math.inf else model.lb[i]
+        ub = None if model.ub[i] == math.inf else model.ub[i]
+        cat = pulp.LpInteger if model.integer[i] else pulp.LpContinuous
+        xs.append(pulp.LpVariable(_pulp_name(nm, i), lb, ub, cat))
+    prob += pulp.LpAffineExpression([(xs[v], c) for v, c in model.obj.items()], constant=model.obj_const)
+    for r, (nm, row, lo, hi) in enumerate(zip(model.row_names, model.rows, model.lo, model.hi, strict=False)):
+        expr = pulp.LpAffineExpression([(xs[v], c) for v, c in row.items()])
+        base = _pulp_name(nm, r)
+        if lo == hi:
+            prob += pulp.LpConstraint(expr, pulp.LpConstraintEQ, base, lo)
+            continue
+        if lo > -math.inf:
+            prob += pulp.LpConstraint(expr, pulp.LpConstraintGE, base + "_lo", lo)
+        if hi < math.inf:
+            prob += pulp.LpConstraint(expr, pulp.LpConstraintLE, base + "_hi", hi)
+    if start:
+        for i, v in start.items():
+            xs[i].setInitialValue(v)
+    if write:
+        (prob.writeMPS if str(write).endswith(".mps") else prob.writeLP)(str(write))
+        if start is None and time_limit_s == "write-only":
+            return Result("error", None, None, None, "written")
+    solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, gapRel=mip_rel_gap, threads=threads,
+                               warmStart=bool(start), options=[f"randomSeed {int(seed) + 1}"])
+    prob.solve(solver)
+    sol = prob.sol_status
+    if sol == pulp.LpSolutionInfeasible or prob.status == pulp.LpStatusInfeasible:
+        return Result("infeasible", None, None, None)
+    if sol in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+        x = [v.value() if v.value() is not None else 0.0 for v in xs]
+        obj = model.objective_value(x)
+        optimal = sol == pulp.LpSolutionOptimal
+        return Result("optimal" if optimal else "time_limit", x, obj, obj if optimal else None)
+    if sol == pulp.LpSolutionNoSolutionFound:
+        return Result("time_limit", None, None, None)
+    return Result("error", None, None, None, f"CBC status {pulp.LpStatus[prob.status]}")
+
+
+def solve_cvxpy(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
+                start: dict[int, float] | None = None) -> Result:
+    try:
+        import cvxpy as cp
+    except ImportError:
+        raise SlackSwapError("milp solver 'cvxpy' needs cvxpy: pip install slackswap[cvxpy]") from None
+    n = len(model.names)
+    ints = [i for i in range(n) if model.integer[i]]
+    conts = [i for i in range(n) if not model.integer[i]]
+    parts, order = [], conts + ints
+    if conts:
+        parts.append(cp.Variable(len(conts)))
+    if ints:
+        parts.append(cp.Variable(len(ints), integer=True))
+    inv = np.empty(n, dtype=np.int64)
+    inv[np.asarray(order, dtype=np.int64)] = np.arange(n)
+    x = (cp.hstack(parts) if len(parts) > 1 else parts[0])[inv]
+    A = model.csr()
+    lo, hi = np.asarray(model.lo), np.asarray(model.hi)
+    cons = []
+    fin_hi, fin_lo = np.isfinite(hi), np.isfinite(lo)
+    if fin_hi.any():
+        cons.append(A[fin_hi] @ x <= hi[fin_hi])
+    if fin_lo.any():
+        cons.append(A[fin_lo] @ x >= lo[fin_lo])
+    lb, ub = np.asarray(model.lb), np.asarray(model.ub)
+    if np.isfinite(lb).any():
+        k = np.isfinite(lb)
+        cons.append(x[np.nonzero(k)[0]] >= lb[k])
+    if np.isfinite(ub).any():
+        k = np.isfinite(ub)
+        cons.append(x[np.nonzero(k)[0]] <= ub[k])
+    c = np.zeros(n)
+    for v, w in model.obj.items():
+        c[v] = w
+    prob = cp.Problem(cp.Minimize(c @ x + model.obj_const), cons)
+    installed = cp.installed_solvers()
+    solver = "HIGHS" if "HIGHS" in installed else "SCIPY" if "SCIPY" in installed else None
+    if solver is None:
+        raise SlackSwapError("milp solver 'cvxpy' needs cvxpy's HIGHS or SCIPY MILP solver: "
+                             "pip install slackswap[cvxpy]")
+    opts = {}
+    if solver == "HIGHS":
+        opts = {"mip_rel_gap": float(mip_rel_gap), "random_seed": int(seed),
+                "primal_feasibility_tolerance": 1e-9, "mip_feasibility_tolerance": 1e-9}
+        if time_limit_s is not None:
+            opts["time_limit"] = float(time_limit_s)
+    try:
+        prob.solve(solver=solver, **opts)
+    except cp.error.SolverError as e:
+        return Result("error", None, None, None, f"cvxpy {solver}: {e}")
+    if prob.status in ("infeasible", "infeasible_inaccurate"):
+        return Result("infeasible", None, None, None)
+    if any(v.value is None for v in parts):
+        return Result("time_limit" if prob.status == "user_limit" else "error", None, None, None, prob.status)
+    xv = [float(v) for v in x.value]  # noqa: PD011
+    obj = model.objective_value(xv)
+    optimal = prob.status == "optimal"
+    return Result("optimal" if optimal else "time_limit", xv, obj, obj if optimal else None)
+
+
+def solve(model, solver: str, **kw) -> Result:
+    if solver == "highs":
+        kw.pop("write", None)
+        return solve_highs(model, **kw)
+    if solver == "cbc":
+        return solve_cbc(model, **kw)
+    if solver == "cvxpy":
+        kw.pop("write", None)
+        return solve_cvxpy(model, **kw)
+    raise SlackSwapError(f"milp solver: must be one of {', '.join(BACKENDS)}; got {solver!r}")

@@ -1,0 +1,272 @@
+"""The keep/swap/recompute MILP over the timeline contract (docs/timeline.md; docs/milp.md).
+
+One formulation, written against the backend-neutral ``Model``. Potential compute steps: the n
+forward steps, then per backward stage j the nodes of stage j's *recompute tree* (the unpruned
+``need()`` recursion of ``compile_schedule``) in post-order, each active iff ``rerun[v]``, then the
+backward step of op j, then the optimizer. Times are in units of the ideal step, bytes in units of
+the budget. Every simulator rule ``start >= ...`` becomes a ``>=`` row (big-M switched where it
+only applies under some decisions); minimising the optimizer's end makes them tight (max-plus).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ._milp_model import Model
+
+
+@dataclass
+class Built:
+    model: Model
+    keep: dict[int, int]
+    swap: dict[int, int]
+    rec: dict[int, int]
+    issue: dict[tuple[int, int], int]
+    tau: float
+    objective_col: int
+    narrowed: list[str] = field(default_factory=list)
+
+
+def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000) -> Built:
+    g, c = problem.graph, problem.costs
+    T, ops, n = g.tensors, g.ops, len(g.ops)
+    planning = list(problem.planning_ids)
+    pset = set(planning)
+    tau = problem.ideal_step_s if problem.ideal_step_s > 0 else 1.0
+    B = float(problem.budget_bytes)
+    m = Model(f"slackswap_{g.name}")
+    narrowed: list[str] = []
+
+    # ---- decisions ----
+    keep, swap, rec = {}, {}, {}
+    for t in planning:
+        keep[t] = m.var(f"keep[{t}]", binary=True)
+        row = [(1.0, keep[t])]
+        if allow_swap and T[t].swappable:
+            swap[t] = m.var(f"swap[{t}]", binary=True)
+            row.append((1.0, swap[t]))
+        if allow_recompute and T[t].recomputable:
+            rec[t] = m.var(f"rec[{t}]", binary=True)
+            row.append((1.0, rec[t]))
+        m.add_eq(f"one_decision[{t}]", row, 1.0)
+
+    def rtype(t):  # None: never recompute-type; "one": always; else the rec column
+        if T[t].producer is None:
+            return None
+        if t not in pset:
+            return "one"
+        return rec.get(t)
+
+    # ---- potential steps and recompute trees ----
+    steps: list[tuple[str, int, int, int]] = [("fwd", i, n, -1) for i in range(n)]  # kind, op, stage, node
+    nodes: list[dict] = []
+    clock = [0]
+    pruned: list[tuple[int, int, int]] = []   # (parent node, tensor, stage): not expanded (cap)
+
+    def visit(t, parent, stage, budget_left):
+        if rtype(t) is None:
+            return
+        if budget_left[0] <= 0:
+            pruned.append((parent, t, stage))
+            return
+        budget_left[0] -= 1
+        v = len(nodes)
+        nd = {"t": t, "op": T[t].producer, "parent": parent, "stage": stage, "enter": clock[0]}
+        clock[0] += 1
+        nodes.append(nd)
+        for x in dict.fromkeys(ops[nd["op"]].inputs):
+            visit(x, v, stage, budget_left)
+        nd["exit"] = clock[0]
+        clock[0] += 1
+        nd["pos"] = len(steps)
+        steps.append(("rec", nd["op"], stage, v))
+
+    bwd_pos = {}
+    for j in range(n - 1, -1, -1):
+        left = [max_tree_nodes]
+        for t in dict.fromkeys(ops[j].saves):
+            visit(t, None, j, left)
+        bwd_pos[j] = len(steps)
+        steps.append(("bwd", j, j, -1))
+    opt_pos = len(steps)
+    steps.append(("opt", -1, -1, -1))
+    if pruned:
+        narrowed.append(f"recompute trees capped at {max_tree_nodes} nodes per stage "
+                        f"({len(pruned)} deeper re-runs forbidden)")
+
+    x = [m.var(f"rerun[{nd['op']},{nd['stage']}]#{v}", binary=True) for v, nd in enumerate(nodes)]
+    by_op: dict[int, list[int]] = {}
+    for v, nd in enumerate(nodes):
+        by_op.setdefault(nd["op"], []).append(v)
+
+    def done_before(op, stage, enter):
+        return [(1.0, x[u]) for u in by_op.get(op, ())
+                if nodes[u]["stage"] > stage or (nodes[u]["stage"] == stage and nodes[u]["exit"] < enter)]
+
+    def rt_terms(t, coef):
+        r = rtype(t)
+        return ([], coef) if r == "one" else ([(coef, r)], 0.0)
+
+    for v, nd in enumerate(nodes):
+        t, q = nd["t"], nd["parent"]
+        done = done_before(nd["op"], nd["stage"], nd["enter"])
+        rterm, rconst = rt_terms(t, -1.0)
+        if q is not None:
+            m.add_le(f"tree[{v}]", [(1.0, x[v]), (-1.0, x[q])], 0.0)
+        if rterm:
+            m.add_le(f"rerun_if_rec[{v}]", [(1.0, x[v]), (-1.0, rterm[0][1])], 0.0)
+        m.add_le(f"once[{v}]", [(1.0, x[v])] + done, 1.0)
+        # cascade: x[v] >= x[parent] + rt[t] - done_before - 1 (parent = 1 at the root)
+        par = [(-1.0, x[q])] if q is not None else []
+        rhs = -1.0 + (0.0 if q is not None else 1.0) + (1.0 if rconst else 0.0)
+        m.add_ge(f"cascade[{v}]", [(1.0, x[v])] + par + rterm + done, rhs)
+    for (q, t, stage) in pruned:   # narrowing: a capped subtree must never be needed
+        done = [(-1.0, x[u]) for u in by_op.get(T[t].producer, ()) if nodes[u]["stage"] > stage]
+        rterm, rconst = rt_terms(t, 1.0)
+        par = [(1.0, x[q])] if q is not None else []
+        m.add_le(f"capped[{q},{t}]", par + rterm + done, (1.0 if q is not None else 0.0) - rconst)
+
+    act = [None if k != "rec" else x[nd] for (k, _, _, nd) in steps]  # None = always active
+    S = len(steps)
+    ftau = [0.0] * S
+    for s, (k, op, _, _) in enumerate(steps):
+        ftau[s] = (c.fwd_s[op] if k in ("fwd", "rec") else c.bwd_s[op] if k == "bwd" else c.optimizer_s) / tau
+    Mt = (2 * sum(c.fwd_s) + sum(c.bwd_s) + c.optimizer_s + sum(c.d2h_s) + sum(c.h2d_s) / c.duplex_factor) / tau + 1.0
+
+    # ---- compute stream ----
+    ready = [m.var(f"ready[{s}]") for s in range(S)]
+    start = [m.var(f"start[{s}]") for s in range(S)]
+
+    def end_terms(s, coef=1.0):
+        return [(coef, start[s])] + ([(coef * ftau[s], act[s])] if act[s] is not None else []), coef * (
+            ftau[s] if act[s] is None else 0.0)
+
+    for s in range(S):
+        if s:
+            et, ec = end_terms(s - 1, -1.0)
+            m.add_ge(f"seq[{s}]", [(1.0, ready[s])] + et, -ec)
+        m.add_ge(f"after_ready[{s}]", [(1.0, start[s]), (-1.0, ready[s])], 0.0)
+
+    # ---- D2H: FIFO in production order ----
+    swq = sorted(swap, key=lambda t: (T[t].producer, ops[T[t].producer].outputs.index(t)))
+    d2h_end = {}
+    prev = None
+    for t in swq:
+        ds = m.var(f"d2h_start[{t}]")
+        d2h_end[t] = m.var(f"d2h_end[{t}]")
+        et, ec = end_terms(T[t].producer, -1.0)
+        m.add_ge(f"d2h_after_producer[{t}]", [(1.0, ds)] + et, -ec)
+        if prev is not None:
+            m.add_ge(f"d2h_fifo[{t}]", [(1.0, ds), (-1.0, d2h_end[prev])], 0.0)
+        m.add_eq(f"d2h_dur[{t}]", [(1.0, d2h_end[t]), (-1.0, ds), (-c.d2h_s[t] / tau, swap[t])], 0.0)
+        prev = t
+
+    # ---- use events per tensor: (position, activity column or None) ----
+    uses: dict[int, list[tuple[int, int | None]]] = {}
+    for j in range(n):
+        for t in dict.fromkeys(ops[j].saves):
+            uses.setdefault(t, []).append((bwd_pos[j], None))
+    for v, nd in enumerate(nodes):
+        for t in dict.fromkeys(ops[nd["op"]].inputs):
+            uses.setdefault(t, []).append((nd["pos"], x[v]))
+    emits: dict[int, list[tuple[int, int]]] = {}
+    for v, nd in enumerate(nodes):
+        for y in ops[nd["op"]].outputs:
+            emits.setdefault(y, []).append((nd["pos"], x[v]))
+
+    # first active step of each stage (for issue points)
+    stage_steps: dict[int, list[int]] = {}
+    for s, (k, _, st, _) in enumerate(steps):
+        if k in ("rec", "bwd"):
+            stage_steps.setdefault(st, []).append(s)
+    first_act: dict[int, int | None] = {}
+    for ss in stage_steps.values():
+        for i, s in enumerate(ss):
+            if i == 0 and act[s] is None:
+                first_act[s] = None
+                continue
+            if all(act[p] is None for p in ss[:i]) and i:
+                continue   # an always-active step precedes: never first
+            fa = m.var(f"first_in_stage[{s}]", 0.0, 1.0)
+            row = [(1.0, fa)] + ([(-1.0, act[s])] if act[s] is not None else []) + [(1.0, act[p]) for p in ss[:i]]
+            m.add_ge(f"first_in_stage[{s}]", row, 0.0 if act[s] is not None else 1.0)
+            first_act[s] = fa
+
+    # ---- H2D: issue points, FIFO in first-use order, waits ----
+    issue: dict[tuple[int, int], int] = {}
+    h2d_start, h2d_end, fpos = {}, {}, {}
+    P = float(S + 1)
+    for t in swap:
+        lo = max(g.saved_by[t])
+        cols = {k: m.var(f"issue[{t},{k}]", binary=True) for k in range(lo, n)}
+        issue.update({(t, k): v for k, v in cols.items()})
+        m.add_eq(f"one_issue[{t}]", [(1.0, v) for v in cols.values()] + [(-1.0, swap[t])], 0.0)
+        hs, he = m.var(f"h2d_start[{t}]"), m.var(f"h2d_end[{t}]")
+        h2d_start[t], h2d_end[t] = hs, he
+        m.add_eq(f"h2d_dur[{t}]", [(1.0, he), (-1.0, hs), (-c.h2d_s[t] / tau, swap[t])], 0.0)
+        m.add_ge(f"h2d_after_d2h[{t}]", [(1.0, hs), (-1.0, d2h_end[t]), (-Mt, swap[t])], -Mt)
+        for pos, a in uses.get(t, ()):
+            st = steps[pos][2]
+            if a is not None and st > lo:
+                m.add_le(f"issue_before_use[{t},{pos}]", [(1.0, cols[k]) for k in range(lo, st)] + [(1.0, a)], 1.0)
+            row = [(1.0, start[pos]), (-1.0, he), (-Mt, swap[t])] + ([(-Mt, a)] if a is not None else [])
+            m.add_ge(f"wait_h2d[{t},{pos}]", row, -Mt * (2.0 if a is not None else 1.0))
+        for k, col in cols.items():
+            for s in stage_steps[k]:
+                if s not in first_act:
+                    continue
+                fa = first_act[s]
+                row = [(1.0, hs), (-1.0, ready[s]), (-Mt, col)] + ([(-Mt, fa)] if fa is not None else [])
+                m.add_ge(f"h2d_after_issue[{t},{s}]", row, -Mt * (2.0 if fa is not None else 1.0))
+        p0 = bwd_pos[lo]
+        cand = sorted({pos for pos, a in uses.get(t, ()) if a is not None and pos < p0})
+        if not cand:
+            fpos[t] = ([], float(p0), p0, p0)
+            continue
+        acts = {pos: a for pos, a in uses[t] if a is not None and pos < p0}
+        fu = {}
+        for i, pos in enumerate(cand + [p0]):
+            fu[pos] = m.var(f"first_use[{t},{pos}]", binary=True)
+            if pos != p0:
+                m.add_le(f"first_use_active[{t},{pos}]", [(1.0, fu[pos]), (-1.0, acts[pos])], 0.0)
+            row = [(1.0, fu[pos])] + ([(-1.0, acts[pos])] if pos != p0 else []) + [(1.0, acts[q]) for q in cand[:i]]
+            m.add_ge(f"first_use_min[{t},{pos}]", row, 0.0 if pos != p0 else 1.0)
+        m.add_eq(f"one_first_use[{t}]", [(1.0, v) for v in fu.values()], 1.0)
+        fpos[t] = ([(float(pos), v) for pos, v in fu.items()], 0.0, cand[0], p0)
+    ask = {t: list(dict.fromkeys(ops[max(g.saved_by[t])].saves)).index(t) for t in swap}
+    hq = sorted(swap, key=lambda t: (fpos[t][3], ask[t]))
+    variable = [(a, b) for i, a in enumerate(hq) for b in hq[i + 1:]
+                if not (fpos[a][3] < fpos[b][2] or fpos[b][3] < fpos[a][2]
+                        or (fpos[a][2] == fpos[a][3] == fpos[b][2] == fpos[b][3]))]
+    if not variable:
+        for a, b in zip(hq, hq[1:], strict=False):
+            m.add_ge(f"h2d_fifo[{b}]", [(1.0, h2d_start[b]), (-1.0, h2d_end[a])], 0.0)
+    else:
+        var_set = {frozenset(p) for p in variable}
+        for i, a in enumerate(hq):
+            for b in hq[i + 1:]:
+                if frozenset((a, b)) not in var_set:
+                    first, second = (a, b) if not fpos[b][3] < fpos[a][2] else (b, a)
+                    m.add_ge(f"h2d_fifo[{first},{second}]", [(1.0, h2d_start[second]), (-1.0, h2d_end[first])], 0.0)
+                    continue
+                y, z = (a, b) if a < b else (b, a)
+                o = m.var(f"h2d_before[{y},{z}]", binary=True)
+                ty, cy = fpos[y][0], fpos[y][1]
+                tz, cz = fpos[z][0], fpos[z][1]
+                neg = lambda terms: [(-cf, v) for cf, v in terms]  # noqa: E731
+                m.add_le(f"h2d_order_le[{y},{z}]", ty + neg(tz) + [(P, o)], P + cz - cy)
+                m.add_le(f"h2d_order_gt[{y},{z}]", tz + neg(ty) + [(-P, o)], -1.0 + cy - cz)
+                m.add_ge(f"h2d_fifo[{y},{z}]", [(1.0, h2d_start[z]), (-1.0, h2d_end[y]), (-Mt, o)], -Mt)
+                m.add_ge(f"h2d_fifo[{z},{y}]", [(1.0, h2d_start[y]), (-1.0, h2d_end[z]), (Mt, o)], 0.0)
+
+    # ---- memory ----
+    if math.isfinite(B):
+        _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emits, bwd_pos,
+                ready, d2h_end, Mt, B, rtype)
+
+    m.minimize([(1.0, start[opt_pos])], c.optimizer_s / tau)
+    return Built(m, keep, swap, rec, issue, tau, start[opt_pos], narrowed)
+
+
+from ._milp_model import _memory  # noqa: E402

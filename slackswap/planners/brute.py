@@ -1,0 +1,77 @@
+"""Exhaustive search over every keep/swap/recompute assignment: the oracle for tiny problems.
+
+Every assignment (3^k at most; a tensor that is not swappable or not recomputable has fewer
+choices) is judged by the simulator with its default issue points (docs/timeline.md 3). The
+fastest plan that fits wins; ties go to fewer swaps, then fewer recomputes, then the
+lexicographically smallest decision vector (tensor ids ascending; keep < swap < recompute).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+from ..errors import SlackSwapError
+from ..plan import Decision, Plan, SolveInfo, Status
+from ..timeline import simulate
+from .base import Tags, register
+
+_ORDER = {Decision.KEEP: 0, Decision.SWAP: 1, Decision.RECOMPUTE: 2}
+
+
+@register("brute")
+class BrutePlanner:
+    """``brute(max_tensors=12, allow_swap=True, allow_recompute=True)``."""
+
+    name = "brute"
+    tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
+
+    def __init__(self, max_tensors: int = 12, allow_swap: bool = True, allow_recompute: bool = True):
+        self.max_tensors = max_tensors
+        self.allow_swap = allow_swap
+        self.allow_recompute = allow_recompute
+
+    @property
+    def params(self) -> dict:
+        return {"max_tensors": self.max_tensors, "allow_swap": self.allow_swap,
+                "allow_recompute": self.allow_recompute}
+
+    def plan(self, problem) -> Plan:
+        t0 = time.perf_counter()
+        if not isinstance(self.max_tensors, int) or self.max_tensors < 0:
+            raise SlackSwapError(f"brute.max_tensors: must be an int >= 0, got {self.max_tensors!r}")
+        ids = list(problem.planning_ids)
+        if len(ids) > self.max_tensors:
+            raise SlackSwapError(f"brute: problem has {len(ids)} planning tensors > max_tensors="
+                                 f"{self.max_tensors}; exhaustive search is 3^k (use planner 'milp')")
+        g = problem.graph
+        choices = []
+        for t in ids:
+            c = [Decision.KEEP]
+            if self.allow_swap and g.tensors[t].swappable:
+                c.append(Decision.SWAP)
+            if self.allow_recompute and g.tensors[t].recomputable:
+                c.append(Decision.RECOMPUTE)
+            choices.append(c)
+        best, best_key, n = None, None, 0
+        for combo in itertools.product(*choices):
+            n += 1
+            plan = Plan(dict(zip(ids, combo, strict=False)), problem_key=problem.key)
+            r = simulate(problem, plan, detail=False)
+            if not r.fits:
+                continue
+            key = (r.step_time_s, combo.count(Decision.SWAP), combo.count(Decision.RECOMPUTE),
+                   tuple(_ORDER[d] for d in combo))
+            if best_key is None or key < best_key:
+                best, best_key = combo, key
+        wall = time.perf_counter() - t0
+        size = {"plans": n}
+        if best is None:
+            dec = {t: c[-1] for t, c in zip(ids, choices, strict=False)}
+            return Plan(dec, planner=self.name, params=self.params, problem_key=problem.key,
+                        info=SolveInfo(Status.INFEASIBLE, wall_s=wall, model_size=size,
+                                       message=f"no plan fits the budget ({n} plans simulated)"))
+        return Plan(dict(zip(ids, best, strict=False)), planner=self.name, params=self.params, problem_key=problem.key,
+                    info=SolveInfo(Status.OPTIMAL, objective=best_key[0], lower_bound=best_key[0], gap=0.0,
+                                   wall_s=wall, model_size=size,
+                                   message=f"best of {n} plans (default issue points)"))

@@ -1,0 +1,196 @@
+"""Exact MILP planner: keep / swap / recompute and prefetch issue points (docs/milp.md).
+
+One formulation (``_milp_formulation.build``) of the timeline contract (docs/timeline.md) as a
+max-plus system with big-M switches, written once against a backend-neutral model and solved by
+HiGHS (default), pulp-CBC or cvxpy. For the plan it returns, the objective equals
+``simulate(problem, plan).step_time_s`` when ``costs.duplex_factor == 1`` (see docs/milp.md for
+the argument and for what happens otherwise).
+
+>>> from slackswap import planners
+>>> planners.get("milp", time_limit_s=10).tags.exact
+True
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from ..errors import SlackSwapError
+from ..plan import Decision, Plan, SolveInfo, Status
+from ..timeline import simulate
+from ._milp_backends import BACKENDS, solve
+from .base import Tags, available, get, register
+
+_REL = 1e-6
+
+
+@register("milp")
+class MilpPlanner:
+    """``milp(solver="highs", time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
+    warm_start=True, write_lp=None, allow_swap=True, allow_recompute=True, max_tree_nodes=4000)``."""
+
+    name = "milp"
+    tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
+
+    def __init__(self, solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-9,
+                 threads: int | None = None, seed: int = 0, warm_start: bool = True, write_lp=None,
+                 allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000):
+        self.solver, self.time_limit_s, self.mip_rel_gap = solver, time_limit_s, mip_rel_gap
+        self.threads, self.seed, self.warm_start, self.write_lp = threads, seed, warm_start, write_lp
+        self.allow_swap, self.allow_recompute, self.max_tree_nodes = allow_swap, allow_recompute, max_tree_nodes
+
+    @property
+    def params(self) -> dict:
+        return {"solver": self.solver, "time_limit_s": self.time_limit_s, "mip_rel_gap": self.mip_rel_gap,
+                "threads": self.threads, "seed": self.seed, "warm_start": self.warm_start,
+                "allow_swap": self.allow_swap, "allow_recompute": self.allow_recompute}
+
+    def _check(self):
+        if self.solver not in BACKENDS:
+            raise SlackSwapError(f"milp.solver: must be one of {', '.join(BACKENDS)}; got {self.solver!r}")
+        if self.time_limit_s is not None and not (isinstance(self.time_limit_s, (int, float)) and self.time_limit_s > 0):
+            raise SlackSwapError(f"milp.time_limit_s: must be a positive number of seconds or None, got {self.time_limit_s!r}")
+        if not (isinstance(self.mip_rel_gap, (int, float)) and 0 <= self.mip_rel_gap < 1):
+            raise SlackSwapError(f"milp.mip_rel_gap: must be in [0, 1), got {self.mip_rel_gap!r}")
+
+    def build(self, problem):
+        """The built model (``.model`` has ``to_lp(path)`` / ``to_mps(path)``)."""
+        from ._milp_formulation import build
+
+        return build(problem, self.allow_swap, self.allow_recompute, self.max_tree_nodes)
+
+    def plan(self, problem) -> Plan:
+        t0 = time.perf_counter()
+        self._check()
+        if self.solver == "cvxpy":
+            try:
+                import cvxpy  # noqa: F401
+            except ImportError:
+                raise SlackSwapError("milp solver 'cvxpy' needs cvxpy: pip install slackswap[cvxpy]") from None
+        built = self.build(problem)
+        model = built.model
+        if self.write_lp:
+            (model.to_mps if str(self.write_lp).endswith(".mps") else model.to_lp)(self.write_lp)
+        warm = self._warm(problem) if self.warm_start else None
+        start = None
+        if warm is not None:
+            start = {}
+            for t, d in warm.decisions.items():
+                start[built.keep[t]] = float(d is Decision.KEEP)
+                if t in built.swap:
+                    start[built.swap[t]] = float(d is Decision.SWAP)
+                if t in built.rec:
+                    start[built.rec[t]] = float(d is Decision.RECOMPUTE)
+        res = solve(model, self.solver, time_limit_s=self.time_limit_s, mip_rel_gap=self.mip_rel_gap,
+                    threads=self.threads, seed=self.seed, start=start)
+        size = model.size()
+        note = "; ".join(built.narrowed)
+        wall = lambda: time.perf_counter() - t0  # noqa: E731
+        if res.status == "infeasible":
+            dec = warm.decisions if warm is not None else {t: Decision.KEEP for t in problem.planning_ids}
+            msg = "no plan fits the budget (the MILP is infeasible)" + (f"; narrowed model: {note}" if note else "")
+            return Plan(dec, planner=self.name, params=self.params, problem_key=problem.key,
+                        info=SolveInfo(Status.INFEASIBLE, wall_s=wall(), model_size=size, message=msg))
+        bound = None if res.bound is None else res.bound * built.tau
+        if res.x is None:
+            if warm is None:
+                return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
+                            problem_key=problem.key, info=SolveInfo(Status.ERROR, wall_s=wall(), model_size=size,
+                                                                    message=res.message or "no solution"))
+            r = simulate(problem, warm, detail=False)
+            obj = r.step_time_s if r.fits else None
+            return warm.with_info(status=Status.TIME_LIMIT, objective=obj, lower_bound=bound,
+                                  gap=_gap(obj, bound), wall_s=wall(), model_size=size,
+                                  message="time limit before the solver found a plan: the warm start")
+        plan, obj = self._extract(problem, built, res.x)
+        r = simulate(problem, plan, detail=False)
+        if warm is not None and res.status != "optimal":
+            rw = simulate(problem, warm, detail=False)
+            if rw.fits and (not r.fits or rw.step_time_s < r.step_time_s):
+                plan, r, obj = warm, rw, rw.step_time_s
+        msgs = [note] if note else []
+        status = Status.OPTIMAL if res.status == "optimal" else Status.TIME_LIMIT
+        if problem.costs.duplex_factor < 1:
+            msgs.append(f"duplex_factor {problem.costs.duplex_factor} < 1: the MILP times H2D at the full-duplex "
+                        "rate (a relaxation); objective = simulated time")
+            obj = r.step_time_s
+            if status is Status.OPTIMAL:
+                status = Status.FEASIBLE
+        elif not r.fits or abs(obj - r.step_time_s) > _REL * max(1.0, abs(r.step_time_s)):
+            msgs.append(f"model/simulator mismatch: MILP {obj!r} s, simulator {r.step_time_s!r} s")
+            obj = r.step_time_s
+            status = Status.FEASIBLE if r.fits else Status.ERROR
+        if status is Status.OPTIMAL and bound is not None:
+            bound = min(bound, obj)
+        if not built.narrowed and status is Status.OPTIMAL:
+            bound = obj if bound is None else bound
+        return plan.with_info(status=status, objective=obj, lower_bound=bound, gap=_gap(obj, bound),
+                              wall_s=wall(), model_size=size, message="; ".join(msgs))
+
+    def _extract(self, problem, built, xval):
+        dec, issue = {}, {}
+        for t in problem.planning_ids:
+            if t in built.swap and xval[built.swap[t]] > 0.5:
+                dec[t] = Decision.SWAP
+            elif t in built.rec and xval[built.rec[t]] > 0.5:
+                dec[t] = Decision.RECOMPUTE
+            else:
+                dec[t] = Decision.KEEP
+        for (t, k), col in built.issue.items():
+            if xval[col] > 0.5 and dec[t] is Decision.SWAP:
+                issue[t] = k
+        plan = Plan(dec, issue_points=issue, planner=self.name, params=self.params, problem_key=problem.key)
+        obj = self._polish(built, xval) * built.tau
+        return plan, obj
+
+    def _polish(self, built, xval) -> float:
+        """Fix the integer columns and re-solve the LP: the tight (max-plus) times of the plan."""
+        from ._milp_backends import solve_highs
+
+        m = built.model
+        saved = (list(m.lb), list(m.ub), list(m.integer))
+        try:
+            for i, isint in enumerate(m.integer):
+                if isint:
+                    v = float(round(xval[i]))
+                    m.lb[i] = m.ub[i] = v
+                    m.integer[i] = False
+            res = solve_highs(m)
+        finally:
+            m.lb, m.ub, m.integer = saved
+        if res.objective is None:
+            return m.objective_value(xval)
+        return res.objective
+
+    def _warm(self, problem):
+        """The warm start: ``slack`` if registered (and swapping is allowed), else the best fitting
+        of keep-all and recompute-where-allowed."""
+        cands = []
+        if self.allow_swap and self.allow_recompute and "slack" in available():
+            try:
+                cands.append(get("slack").plan(problem))
+            except SlackSwapError:
+                pass
+        g = problem.graph
+        ids = problem.planning_ids
+        cands.append(Plan({t: Decision.KEEP for t in ids}, problem_key=problem.key))
+        if self.allow_recompute:
+            cands.append(Plan({t: Decision.RECOMPUTE if g.tensors[t].recomputable else Decision.KEEP for t in ids},
+                              problem_key=problem.key))
+        best, bt = None, math.inf
+        for p in cands:
+            p = Plan(p.decisions, issue_points=p.issue_points if self.allow_swap else {}, planner=self.name,
+                     params=self.params, problem_key=problem.key)
+            if not self.allow_swap and p.ids(Decision.SWAP):
+                continue
+            r = simulate(problem, p, detail=False)
+            if r.fits and r.step_time_s < bt:
+                best, bt = p, r.step_time_s
+        return best
+
+
+def _gap(obj, bound):
+    if obj is None or bound is None or not obj:
+        return None
+    return max(0.0, (obj - bound) / abs(obj))
