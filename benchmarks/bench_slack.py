@@ -15,7 +15,7 @@ from slackswap.problem import Problem
 from slackswap.timeline import simulate
 
 
-def timed(problem, repeat=3):
+def timed(problem, repeat=5):
     best, plan = float("inf"), None
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -60,7 +60,7 @@ def grid():
                 o = simulate(p, planners.get(name).plan(p), detail=False)
                 if o.feasible and o.fits and o.throughput_ratio > best[0]:
                     best = (o.throughput_ratio, name)
-            print(f"{model:12s} {b:6.1f} {r.throughput_ratio:7.4f} {best[0]:10.4f} {best[1]}")
+            print(f"{model:12s} {b:6.1f} {r.throughput_ratio:7.5f} {best[0]:10.5f} {best[1]}")
 
 
 if __name__ == "__main__":

@@ -199,5 +199,243 @@ def _graph_cells(r, cm) -> list[str]:
     return cells + ([format_seconds(r[4])] if cm is not None else [])
 
 
+# ---------------------------------------------------------------- planning and experiments
+# (plan, simulate, compare, sweep, reproduce; the logic lives in experiments.py and report.py)
+def _budget_value(text: str):
+    """``"0.5"`` -> fraction 0.5; ``"24GiB"`` / ``"1000000"`` -> bytes (Problem.build semantics)."""
+    from .units import parse_bytes
+
+    try:
+        f = float(text)
+    except ValueError:
+        try:
+            parse_bytes(text, "budget")
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1] of the keep-all peak or bytes "
+                                             f"like '24GiB', got {text!r}") from None
+        return text
+    return f if ("." in text or "e" in text.lower() or f <= 1) else int(f)
+
+
+def _param(text: str) -> tuple[str, object]:
+    import json
+
+    k, sep, v = text.partition("=")
+    if not sep or not k:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return k, json.loads(v)
+    except json.JSONDecodeError:
+        return k, v
+
+
+def _problem_args(p: argparse.ArgumentParser, model_required: bool = True) -> None:
+    p.add_argument("--model", required=model_required, help="model preset or HF config.json path")
+    p.add_argument("--hardware", default="a100-80gb", help="hardware preset (default a100-80gb)")
+    p.add_argument("--budget", type=_budget_value, default=0.5,
+                   help="activation budget: fraction of the keep-all peak (0.5) or bytes ('24GiB')")
+    p.add_argument("--link", help="link preset replacing the hardware's (see `slackswap hardware`)")
+    p.add_argument("--seq", type=_positive_int, help="sequence length override")
+    p.add_argument("--batch", type=_positive_int, help="micro-batch size override")
+    p.add_argument("--attention", choices=("flash", "eager"), help="attention implementation override")
+
+
+def _problem(args):
+    from . import hardware
+    from .problem import Problem
+
+    overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention") if getattr(args, k) is not None}
+    return Problem.build(args.model, hardware.load(args.hardware, link=args.link), args.budget, **overrides)
+
+
+def _df_table(title: str, df, floatfmt: str = ".4f"):
+    from .report import _cell
+
+    t = _table(title, [str(c) for c in df.columns], {str(c) for c in df.columns if df[c].dtype.kind in "iuf"})
+    for row in df.itertuples(index=False, name=None):
+        t.add_row(*(_cell(v.item() if hasattr(v, "item") else v, floatfmt) for v in row))
+    return t
+
+
+def _show_and_save(args, console, problem, plan) -> int:
+    from .report import plan_summary
+    from .timeline import simulate
+
+    r = simulate(problem, plan, detail=True)
+    console.print(str(problem))
+    for line in plan_summary(problem, plan, r):
+        console.print(line, highlight=False)
+    if getattr(args, "out", None):
+        plan.save(args.out)
+        console.print(f"plan written to {args.out}")
+    if args.trace:
+        r.to_chrome_trace(args.trace)
+        console.print(f"chrome trace written to {args.trace} (open in ui.perfetto.dev)")
+    if args.figure:
+        from .report import timeline_figure
+
+        timeline_figure(r, problem, path=args.figure)
+        console.print(f"timeline figure written to {args.figure}")
+    return 0
+
+
+def _plan_args(p):
+    _problem_args(p)
+    p.add_argument("--planner", default="slack", help="planner name (default slack)")
+    p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
+                   help="planner parameter (repeatable; values parsed as JSON when possible)")
+    p.add_argument("--out", help="write the plan as JSON")
+    p.add_argument("--trace", help="write the simulated timeline as a Chrome trace JSON")
+    p.add_argument("--figure", help="write a timeline figure (PNG, PDF, SVG)")
+
+
+@command("plan", "plan one problem and show the simulated result", _plan_args)
+def _plan(args, console) -> int:
+    from . import planners
+
+    problem = _problem(args)
+    return _show_and_save(args, console, problem, planners.get(args.planner, **dict(args.param)).plan(problem))
+
+
+def _simulate_args(p):
+    p.add_argument("--plan", required=True, help="a plan JSON written by `slackswap plan --out`")
+    _problem_args(p)
+    p.add_argument("--trace", help="write the simulated timeline as a Chrome trace JSON")
+    p.add_argument("--figure", help="write a timeline figure (PNG, PDF, SVG)")
+
+
+@command("simulate", "re-simulate a saved plan on a problem", _simulate_args)
+def _simulate(args, console) -> int:
+    from .plan import Plan, validate
+
+    plan = Plan.load(args.plan)
+    problem = _problem(args)
+    validate(problem, plan)
+    return _show_and_save(args, console, problem, plan)
+
+
+def _compare_args(p):
+    _problem_args(p)
+    p.add_argument("--planners", default="slack,capuchin,dp-checkpoint,chen-greedy,checkpoint-layers,swap-all",
+                   help="comma-separated planner names")
+
+
+@command("compare", "run several planners on one problem and tabulate", _compare_args)
+def _compare(args, console) -> int:
+    from . import experiments, planners
+
+    names = [n.strip() for n in args.planners.split(",") if n.strip()]
+    for n in names:
+        planners.get(n)  # unknown names: one error line
+    _problem(args)  # validates model, hardware and budget up front
+    overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention") if getattr(args, k) is not None}
+    df = experiments.sweep(args.model, args.hardware, args.budget, names, overrides=overrides, link=args.link,
+                           workers=1, progress=False)
+    cols = {"label": "planner", "status": "status", "throughput_ratio": "ratio", "step_time_s": "step",
+            "peak_bytes": "peak", "stall_s": "stall", "recompute_s": "recompute", "swapped_bytes": "swapped",
+            "n_keep": "keep", "n_swap": "swap", "n_recompute": "recomp.", "gap_to_bound": "gap to bound",
+            "solve_s": "solve"}
+    from .report import humanize
+
+    console.print(_df_table(f"{args.model} on {args.hardware}, budget {args.budget} "
+                            f"({df['budget_bytes'].iloc[0] / 2**30:.2f} GiB)", humanize(df[list(cols)]).rename(columns=cols)))
+    return 0
+
+
+def _sweep_args(p):
+    p.add_argument("config", help="a sweep file (data/sweeps/*.toml)")
+    p.add_argument("--out", help="write every run as CSV")
+    p.add_argument("--workers", type=_positive_int, help="processes (default: the file's, else 2)")
+    p.add_argument("--cache", help="cache directory: finished runs are reused by a resumed sweep")
+
+
+@command("sweep", "run a sweep file and print its ablation table", _sweep_args)
+def _sweep(args, console) -> int:
+    from . import experiments, report
+
+    kw = {"workers": args.workers} if args.workers else {}
+    df = experiments.run_sweep_file(args.config, out=args.out, cache=args.cache, progress=sys.stderr.isatty(), **kw)
+    console.print(_df_table(f"{args.config}: throughput ratio by {df.attrs['by']}",
+                            report.ablation_table(df, by=df.attrs["by"])))
+    errors = int((df["status"] == "ERROR").sum())
+    console.print(f"{len(df)} runs ({df.attrs['cache_hits']} from cache), {errors} errors"
+                  + (f"; rows written to {args.out}" if args.out else ""))
+    return 0
+
+
+def _reproduce_args(p):
+    p.add_argument("--models", default="bert-large,gpt2-xl,llama-7b", help="comma-separated models")
+    p.add_argument("--hardware", default="a100-80gb", help="hardware preset (default a100-80gb)")
+    p.add_argument("--budget", type=_budget_value, default=0.5, help="activation budget (default 0.5)")
+    p.add_argument("--planners", help=f"comma-separated heuristics (default: those of {','.join(REPRODUCE_PLANNERS)} "
+                                      "that are installed)")
+    p.add_argument("--exact", action="store_true", help="add MILP optima (slower)")
+    p.add_argument("--time-limit", type=float, default=120.0, help="MILP time limit per problem, seconds")
+    p.add_argument("--workers", type=_positive_int, default=2, help="processes (default 2)")
+    p.add_argument("--out", help="directory for runs.csv, published.csv/.md, gaps.csv/.md")
+
+
+REPRODUCE_PLANNERS = ("slack", "capuchin", "dp-checkpoint", "chen-greedy", "chen-sqrt", "checkpoint-layers",
+                      "swap-all")
+
+
+@command("reproduce", "the published table (arXiv 2610.13003) beside ours, and gaps to a bound",
+         _reproduce_args)
+def _reproduce(args, console) -> int:
+    from pathlib import Path
+
+    from . import experiments, hardware, models, planners, report
+
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    for n in names:
+        models.load(n)
+    hardware.load(args.hardware)
+    if args.planners:
+        heur = [n.strip() for n in args.planners.split(",") if n.strip()]
+        for n in heur:
+            planners.get(n)
+    else:
+        heur = [n for n in REPRODUCE_PLANNERS if n in planners.available()]
+        missing = [n for n in REPRODUCE_PLANNERS if n not in heur]
+        if missing:
+            console.print(f"(planners not installed, left out: {', '.join(missing)})")
+
+    def line(row, done, total):
+        what = (f"ratio {row['throughput_ratio']:.4f}" if row["fits"] else row["status"])
+        print(f"[{done}/{total}] {row['model']} {row['label']}: {what} ({row['solve_s']:.2f} s)",
+              file=sys.stderr, flush=True)
+
+    df = experiments.sweep(names, args.hardware, args.budget, heur + (["milp"] if args.exact else []),
+                           planner_params={"milp": {"time_limit_s": args.time_limit}} if args.exact else None,
+                           workers=args.workers, progress=False, on_row=line)
+    try:
+        pub = report.published_table(df)
+    except ValueError as e:  # the reference file is missing: still show ours
+        pub = None
+        console.print(f"(no published table: {e})")
+    if pub is not None:
+        console.print(_df_table("Published (arXiv 2610.13003) vs ours: throughput ratio of slack",
+                                pub.drop(columns="source")))
+        console.print(f"paper: {pub['source'].iloc[0]}" if len(pub) else "(no published setting in this run)")
+    console.print(_df_table(f"Throughput ratio at budget {args.budget} on {args.hardware}",
+                            report.ablation_table(df, by="model")))
+    gaps = report.ablation_table(df[df["planner"] != "milp"], by="model", value="gap_to_bound")
+    how = next((h for h in df["bound_how"] if h), "none")
+    console.print(_df_table(f"Gap to the lower bound (step / bound - 1; bound: {how})", gaps))
+    if args.exact:
+        console.print(_df_table("Gap to the MILP optimum (step / optimum - 1)",
+                                report.ablation_table(df[df["planner"] != "milp"], by="model", value="gap_to_milp")))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        report.to_csv(df, out / "runs.csv")
+        for name, t in (("published", pub), ("gaps", report.gap_table(df))):
+            if t is not None:
+                report.to_csv(t, out / f"{name}.csv")
+                report.to_markdown(t, path=out / f"{name}.md")
+        console.print(f"results written to {out}/")
+    return 0
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

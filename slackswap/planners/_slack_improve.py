@@ -11,6 +11,7 @@ the ops its closure adds.
 
 from __future__ import annotations
 
+import bisect
 import math
 
 from ..plan import Decision, Plan
@@ -49,6 +50,41 @@ def d2h_fifo_ends(items: list[tuple[int, float, float]]) -> list[float]:
     return ends
 
 
+class Fifo:
+    """The production-ordered D2H FIFO of the accepted swaps with its copy end times, kept up to
+    date incrementally: ``insert`` recomputes ends only from the new item on and stops as soon
+    as an end is unchanged (every later end is then unchanged too: FIFO ends are a max-plus
+    recurrence), so a rejected insertion costs only the copies it would delay."""
+
+    def __init__(self):
+        self.items: list[tuple[int, float, float]] = []
+        self.ends: list[float] = []
+
+    def insert(self, item: tuple[int, float, float], deadline: float) -> bool:
+        """Insert ``item`` = (producer, producer end, copy s) if every copy from it on still
+        ends by ``deadline``; return whether it was inserted."""
+        items, ends = self.items, self.ends
+        i = bisect.bisect_right(items, item)
+        prev = max(ends[i - 1] if i else 0.0, item[1]) + item[2]
+        if prev > deadline:
+            return False
+        new = [prev]
+        for j in range(i, len(items)):
+            e = max(prev, items[j][1]) + items[j][2]
+            if e == ends[j]:
+                break
+            if e > deadline:
+                return False
+            new.append(e)
+            prev = e
+        items.insert(i, item)
+        ends[i:i + len(new) - 1] = new
+        return True
+
+    def last_end(self) -> float:
+        return self.ends[-1] if self.ends else 0.0
+
+
 def issue_points(problem, decisions: dict, policy: str) -> dict[int, int]:
     """Prefetch issue stages for ``policy``: ``auto`` -> {} (the simulator issues each copy as
     early as the budget allows); ``first_use`` -> the stage of the first backward use;
@@ -74,26 +110,50 @@ def issue_points(problem, decisions: dict, policy: str) -> dict[int, int]:
 
 
 class Judge:
-    """Counts and caches simulator calls (detail=False); the simulator is the only judge."""
+    """Counts and caches simulator calls (detail=False); the simulator is the only judge.
+
+    ``score(..., prefilter=True)`` first compiles the schedule and sums a lower bound of the
+    simulator's accounted memory at every step (docs/timeline.md section 4: fixed lifetimes,
+    swapped tensors' forward lives, and every prefetched copy from its first backward use to its
+    last use, which its issue stage can only extend). If the bound exceeds the budget anywhere
+    the simulator would report the plan infeasible, so it is scored ``inf`` without a
+    simulation (counted in ``pruned``, not in ``calls``)."""
 
     def __init__(self, problem, max_sims: int):
-        self.problem, self.max_sims, self.calls = problem, max_sims, 0
+        self.problem, self.max_sims, self.calls, self.pruned = problem, max_sims, 0, 0
         self.cache: dict = {}
 
     @property
     def left(self) -> int:
         return self.max_sims - self.calls
 
-    def score(self, decisions: dict, issue: dict) -> tuple[float, object]:
-        """(step seconds, SimResult); ``inf`` when infeasible or over budget."""
+    def score(self, decisions: dict, issue: dict, prefilter: bool = False) -> tuple[float, object]:
+        """(step seconds, SimResult or None when pruned); ``inf`` when infeasible or over budget."""
         key = (tuple(sorted((t, d.value) for t, d in decisions.items())), tuple(sorted(issue.items())))
         if key in self.cache:
+            return self.cache[key]
+        if prefilter and not memory_may_fit(self.problem, decisions):
+            self.pruned += 1
+            self.cache[key] = (math.inf, None)
             return self.cache[key]
         self.calls += 1
         r = simulate(self.problem, Plan(decisions, issue_points=issue), detail=False)
         s = r.step_time_s if (r.feasible and r.fits) else math.inf
         self.cache[key] = (s, r)
         return s, r
+
+
+def memory_may_fit(problem, decisions: dict) -> bool:
+    """False only if the simulator must find ``decisions`` infeasible: a lower bound of the
+    accounted memory (see ``Judge``) exceeds the budget at some step."""
+    sched = compile_schedule(problem.graph, decisions)
+    lb = sched.static_memory().astype(float)
+    sizes = problem.graph.tensors
+    for t, (p, lf) in sched.swap_fwd.items():
+        lb[p:lf + 1] += sizes[t].bytes
+    for t, (u, f) in sched.swap_bwd.items():
+        lb[u:f + 1] += sizes[t].bytes
+    return bool(lb.max() <= problem.budget_bytes + 1e-9) if lb.size else True
 
 
 def local_search(judge: Judge, decisions: dict, prefetch: str, moves: list[tuple[int, Decision]],
@@ -111,7 +171,8 @@ def local_search(judge: Judge, decisions: dict, prefetch: str, moves: list[tuple
                 continue
             cand = dict(cur)
             cand[t] = d
-            s, _ = judge.score(cand, issue_points(judge.problem, cand, prefetch))
+            # a KEEP move only adds memory: prune it when it provably cannot fit
+            s, _ = judge.score(cand, issue_points(judge.problem, cand, prefetch), prefilter=d is Decision.KEEP)
             if s < best * (1 - 1e-12):
                 cur, best, improved = cand, s, True
         if not improved:

@@ -1,16 +1,40 @@
 """SlackSwap greedy planner ``slack`` (DESIGN.md section 1; paper arXiv 2610.13003).
 
-The idea: profile one step from the problem's costs, treat the copy time that can be *hidden
-under forward computation* as a budget ("slack"), spend it swapping the activations that are most
-costly to rebuild (recompute seconds per byte freed), recompute the rest (cheapest rebuild per
-byte first, counting the cascade through unsaved intermediates), keep what fits; then let the
-simulator (docs/timeline.md) judge, evict more until the plan fits, and improve locally.
+The paper's idea: profile one step, treat the copy time that can be *hidden under forward
+computation* as a budget ("slack"), spend it swapping the activations most costly to rebuild,
+recompute the rest. The algorithm, step by step (``SlackPlanner.plan``):
 
-Slack, concretely: the D2H engine copies swapped tensors FIFO in production order (timeline
-section 2). A swap is *free* when, with every swap accepted so far, every copy still ends before
-the forward pass does (its memory is gone by the keep-all peak at the end of the forward pass):
-``end_i = max(end_{i-1}, producer_end_i) + d2h_i <= T_fwd``. The bytes to evict are
-``keep_all_peak - budget``; slack covers what it can, recompute the rest.
+1. **Profile** (``_Profile``, from the cost model, no simulation): forward end time of every op,
+   ``T_fwd``, D2H seconds per tensor, and every tensor's *rebuild cost per byte* ``rpb``: the
+   forward seconds of the ops re-run to rebuild it alone, cascading through unsaved
+   intermediates (``rerun_closure``). Bytes to evict: ``need = keep_all_peak - budget``.
+2. **Slack / swap pass** (paper): the D2H engine copies swaps FIFO in production order
+   (docs/timeline.md section 2). A swap is accepted, in ``order``, only while every accepted copy
+   still ends before the forward pass does, ``end_i = max(end_{i-1}, producer_end_i) + d2h_i <=
+   T_fwd`` (incremental check: ``Fifo``), until ``need`` bytes are evicted.
+3. **Recompute pass** (paper: recompute the rest): lazy greedy on the *marginal* rebuild seconds
+   per byte, i.e. the forward time of the ops the tensor adds to the union of re-run ops of the
+   recomputes chosen so far (a swapped input comes back by H2D and stops the cascade).
+4. **Reclaim** (beyond the paper): copy time the swap pass left (gaps too short for its
+   candidates) goes to the costliest recomputes, then to kept tensors; recomputes the eviction
+   no longer needs are kept again, costliest first.
+5. **Candidates** (beyond the paper): the greedy in ``order``; with ``pack``, the same greedy
+   packing the copy engine largest tensor first (``order="size"``: fewer idle gaps between
+   copies, measured better on 5 of the 18 model x budget settings); in hybrid mode the
+   recompute-only greedy (no slack spent), so hybrid is never worse than recompute_only by
+   construction. Identical candidates are judged once.
+6. **Evict-more loop** (beyond the paper): the simulator judges each candidate; while it does not
+   fit, more tensors are recomputed (in chunks that double), or swapped when nothing is left to
+   recompute (swap_only). The fastest fitting candidate wins.
+7. **Local search** (beyond the paper): simulator-judged single-tensor moves (un-recompute to
+   swap or keep, latest swaps to recompute), strict improvements only, within ``max_sims``
+   simulations per ``plan`` call. A keep move that a lower bound of the accounted memory
+   proves infeasible is pruned without a simulation (``Judge``).
+8. Prefetch issue points follow ``prefetch``; the plan's status and objective come from the
+   simulator (``make_plan``).
+
+The paper's estimate of slack ignores the engine's idle gaps and the exact (union) rebuild cost;
+steps 4 to 7 and the pruning are ours. Measured numbers: docs/planners.md, section "slack".
 
 >>> from slackswap.problem import Problem
 >>> p = Problem.build("tiny", "a100-80gb", budget=0.5)
@@ -21,14 +45,13 @@ the forward pass does (its memory is gone by the keep-all peak at the end of the
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
 import time
 
 from ..errors import SlackSwapError
 from ..plan import Decision
-from ._slack_improve import Judge, d2h_fifo_ends, issue_points, local_search, rerun_closure
+from ._slack_improve import Fifo, Judge, issue_points, local_search, rerun_closure
 from .base import Tags, make_plan, register
 
 ORDERS = ("rebuild_per_byte", "size", "position")
@@ -70,6 +93,8 @@ class SlackPlanner:
     * ``regen_masks``: never spend slack on masks, statistics and cheap elementwise/norm outputs
       whose rebuild needs no cascade: the recompute pass (cheapest first) regenerates them, so
       the copy engine's slack goes to tensors that are costly to rebuild.
+    * ``pack``: also judge the greedy with the swap pass packing the copy engine largest tensor
+      first (``order="size"``), besides the one in ``order``; the simulator keeps the faster.
     * ``local_search``: simulator-judged single-tensor moves, strict improvements only, at most
       ``max_sims`` simulations in the whole ``plan`` call.
     """
@@ -79,7 +104,7 @@ class SlackPlanner:
 
     def __init__(self, order: str = "rebuild_per_byte", mode: str = "hybrid", prefetch: str = "auto",
                  min_swap_bytes: int = 1 << 20, keep_tail: bool = True, regen_masks: bool = True,
-                 local_search: bool = True, max_sims: int = 16):
+                 pack: bool = True, local_search: bool = True, max_sims: int = 16):
         self.order = _choice("order", order, ORDERS)
         self.mode = _choice("mode", mode, MODES)
         self.prefetch = _choice("prefetch", prefetch, PREFETCH)
@@ -88,6 +113,7 @@ class SlackPlanner:
         self.min_swap_bytes = min_swap_bytes
         self.keep_tail = _flag("keep_tail", keep_tail)
         self.regen_masks = _flag("regen_masks", regen_masks)
+        self.pack = _flag("pack", pack)
         self.local_search = _flag("local_search", local_search)
         if isinstance(max_sims, bool) or not isinstance(max_sims, int) or max_sims < 1:
             raise SlackSwapError(f"slack.max_sims: must be an int >= 1, got {max_sims!r}")
@@ -97,7 +123,7 @@ class SlackPlanner:
     def params(self) -> dict:
         return {"order": self.order, "mode": self.mode, "prefetch": self.prefetch,
                 "min_swap_bytes": self.min_swap_bytes, "keep_tail": self.keep_tail,
-                "regen_masks": self.regen_masks, "local_search": self.local_search,
+                "regen_masks": self.regen_masks, "pack": self.pack, "local_search": self.local_search,
                 "max_sims": self.max_sims}
 
     # ------------------------------------------------------------------ plan
@@ -108,13 +134,18 @@ class SlackPlanner:
         if problem.budget_bytes >= problem.keep_all_peak:
             dec = dict.fromkeys(problem.planning_ids, K)
             return make_plan(problem, dec, self.name, self.params, t0)
-        cands = [self._greedy(prof, 1.0)]
-        if self.mode == "hybrid":  # slack spent more or less eagerly; the simulator picks
+        cands = [self._greedy(prof, 1.0, self.order)]
+        if self.pack and self.order != "size" and self.mode != "recompute_only":
+            cands.append(self._greedy(prof, 1.0, "size"))   # packing by size (see module doc)
+        if self.mode == "hybrid":
             # 0.0 = no slack spent: the recompute_only greedy, so that without local search
             # hybrid is never worse than recompute_only (by construction)
-            cands += [self._greedy(prof, 0.5), self._greedy(prof, 2.0), self._greedy(prof, 0.0)]
-        best, best_s = None, math.inf
+            cands.append(self._greedy(prof, 0.0, self.order))
+        best, best_s, seen = None, math.inf, []
         for dec in cands:
+            if dec in seen:        # identical greedy plans: judge once
+                continue
+            seen.append(dec)
             dec, s = self._fit(prof, judge, dec)
             if s < best_s or best is None:
                 best, best_s = dec, s
@@ -122,38 +153,40 @@ class SlackPlanner:
             best, best_s = local_search(judge, best, self.prefetch, self._moves(prof, best), best_s)
         ip = issue_points(problem, best, self.prefetch)
         return make_plan(problem, best, self.name, self.params, t0, issue_points=ip,
-                         message=f"{judge.calls} simulations")
+                         message=f"{judge.calls} simulations, {judge.pruned} pruned")
 
     # ------------------------------------------------------------ greedy
-    def _greedy(self, prof: _Profile, slack_scale: float) -> dict:
-        """One greedy pass: regenerate cheap tensors, spend the slack on swaps, recompute the
-        rest. ``slack_scale`` scales the D2H deadline (1.0 = end of the forward pass)."""
+    def _greedy(self, prof: _Profile, slack_scale: float, order: str) -> dict:
+        """One greedy pass: regenerate cheap tensors, spend the slack on swaps (in ``order``),
+        recompute the rest. ``slack_scale`` scales the D2H deadline (1.0 = end of the forward
+        pass, 0.0 = no swap: the recompute_only greedy)."""
         dec = dict.fromkeys(prof.planning, K)
         left = prof.need
         evicted: set[int] = set()
-        fifo: list[tuple[int, float, float]] = []     # accepted copies, in production order
+        fifo = Fifo()                                  # accepted copies, in production order
         deadline = prof.t_fwd * slack_scale if self.mode == "hybrid" else math.inf
         if self.mode != "recompute_only" and left > 0:
-            left = self._spend_slack(prof, dec, evicted, left, deadline, fifo)
+            left = self._spend_slack(prof, dec, evicted, left, deadline, fifo, order)
         if left > 0 and self.mode != "swap_only":
             self._recompute(prof, dec, evicted, left, prof.body_for(self.keep_tail))
             if self.mode == "hybrid" and slack_scale > 0:
                 self._reclaim(prof, dec, deadline, fifo)
         return dec
 
-    def _swap_order(self, prof: _Profile, pool) -> list[int]:
+    def _swap_order(self, prof: _Profile, pool, order: str | None = None) -> list[int]:
         key = {"rebuild_per_byte": lambda t: (-prof.rpb[t], t), "size": lambda t: (-prof.bytes[t], t),
-               "position": lambda t: (prof.producer[t], t)}[self.order]
+               "position": lambda t: (prof.producer[t], t)}[order or self.order]
         return sorted(pool, key=key)
 
-    def _spend_slack(self, prof: _Profile, dec, evicted, left: float, deadline: float, fifo) -> float:
+    def _spend_slack(self, prof: _Profile, dec, evicted, left: float, deadline: float, fifo: Fifo,
+                     order: str) -> float:
         cheap = set(prof.cheap) if self.regen_masks else set()
         pool = [t for t in prof.body_for(self.keep_tail) if t not in evicted and prof.swappable[t]
                 and prof.bytes[t] >= self.min_swap_bytes and t not in cheap]
-        for t in self._swap_order(prof, pool):
+        for t in self._swap_order(prof, pool, order):
             if left <= 0:
                 break
-            if not _fifo_insert(prof, fifo, t, deadline):
+            if not fifo.insert(prof.item[t], deadline):
                 continue
             dec[t] = S
             evicted.add(t)
@@ -190,7 +223,7 @@ class SlackPlanner:
         rec = sorted(cost, key=lambda t: (-cost[t], t))
         kept = sorted((t for t, d in dec.items() if d is K), key=lambda t: (-prof.bytes[t], t))
         for t in rec + kept:
-            if prof.swappable[t] and prof.bytes[t] >= self.min_swap_bytes and _fifo_insert(prof, fifo, t, deadline):
+            if prof.swappable[t] and prof.bytes[t] >= self.min_swap_bytes and fifo.insert(prof.item[t], deadline):
                 dec[t] = S
         surplus = sum(prof.bytes[t] for t, d in dec.items() if d is not K) - prof.need
         for t in rec:
@@ -251,18 +284,6 @@ class SlackPlanner:
         return moves
 
 
-def _fifo_insert(prof: _Profile, fifo: list, t: int, deadline: float) -> bool:
-    """Insert ``t``'s copy into the production-ordered D2H FIFO if every copy from it on still
-    ends by ``deadline`` (timeline section 2); return whether it was inserted."""
-    item = (prof.producer[t], prof.prod_end[t], prof.d2h[t])
-    i = bisect.bisect_right(fifo, item)
-    trial = fifo[:i] + [item] + fifo[i:]
-    if max(d2h_fifo_ends(trial)[i:]) > deadline:
-        return False
-    fifo[:] = trial
-    return True
-
-
 class _Profile:
     """What the greedy needs from one problem (read only; the problem is never mutated)."""
 
@@ -282,6 +303,7 @@ class _Profile:
         self.producer = {t: g.tensors[t].producer for t in self.planning}
         self.prod_end = {t: ends[self.producer[t]] for t in self.planning}
         self.d2h = {t: c.d2h_s[t] for t in self.planning}
+        self.item = {t: (self.producer[t], self.prod_end[t], self.d2h[t]) for t in self.planning}
         self.swappable = {t: g.tensors[t].swappable for t in self.planning}
         self.recomputable = {t: g.tensors[t].recomputable for t in self.planning}
         self.need = problem.keep_all_peak - problem.budget_bytes

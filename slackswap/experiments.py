@@ -1,0 +1,433 @@
+"""Experiments: sweep grids of settings into one tidy pandas DataFrame (DESIGN.md section 6).
+
+One **run** = (model, hardware, link, spec overrides, budget, planner variant): build the
+``Problem``, plan it, judge the plan with ``timeline.simulate``, and flatten everything into one
+``RunRow`` (``dataclasses.asdict``; STYLE.md 4, after Calculon's one-CSV-row-per-execution).
+Runs are independent, so any ``concurrent.futures.Executor`` runs them (processes by default; a
+Dask ``distributed`` client's ``get_executor()`` for clusters). Rows come back in grid order, so a
+sweep is deterministic; a run that raises becomes a row with status ``ERROR`` and the message.
+
+>>> df = sweep(["tiny"], ["a100-80gb"], [0.5], ["keep-all"], workers=1, progress=False)
+>>> df[["model", "planner", "status"]].values.tolist()
+[['tiny', 'keep-all', 'INFEASIBLE']]
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import itertools
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import ConfigError
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+WALL_COLUMNS = ("solve_s",)
+"""Columns that measure wall time: they differ between two otherwise identical sweeps."""
+
+SETTING_COLUMNS = ("model", "hardware", "link", "overrides", "budget")
+"""Columns that identify one setting (a problem); planners are compared within a setting."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """The settings of one run (all JSON-able; ``key()`` hashes them with the package version)."""
+
+    model: str
+    hardware: str
+    link: str | dict | None
+    budget: float | int | str
+    planner: str
+    label: str
+    params: dict = field(default_factory=dict)
+    overrides: dict = field(default_factory=dict)
+    bound: bool | dict = True
+
+    def key(self) -> str:
+        from . import __version__
+
+        doc = {**asdict(self), "version": __version__}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+@dataclass
+class RunRow:
+    """One flat result row; see docs/experiments.md for every column."""
+
+    model: str
+    hardware: str
+    link: str
+    budget: float
+    budget_bytes: float
+    planner: str
+    label: str
+    params: str
+    overrides: str
+    status: str = "ERROR"
+    message: str = ""
+    solve_s: float = math.nan
+    step_time_s: float = math.nan
+    ideal_step_time_s: float = math.nan
+    throughput_ratio: float = math.nan
+    peak_bytes: float = math.nan
+    fits: bool = False
+    stall_s: float = math.nan
+    recompute_s: float = math.nan
+    swapped_bytes: float = math.nan
+    n_keep: float = math.nan
+    n_swap: float = math.nan
+    n_recompute: float = math.nan
+    lower_bound_s: float = math.nan
+    bound_how: str = ""
+    gap_to_bound: float = math.nan
+    gap_to_milp: float = math.nan
+    version: str = ""
+
+
+INT_COLUMNS = ("peak_bytes", "swapped_bytes", "n_keep", "n_swap", "n_recompute")
+
+
+# ---------------------------------------------------------------- one run
+@lru_cache(maxsize=16)
+def _base_problem(model: str, hardware: str, link_json: str, overrides_json: str):
+    """The problem of a setting without a budget, built once per process."""
+    from . import hardware as hw_mod
+    from .problem import Problem
+
+    link = json.loads(link_json)
+    if link is None:
+        hw = hw_mod.load(hardware)
+    elif isinstance(link, dict):
+        link = dict(link)
+        hw = hw_mod.load(hardware, link=link.pop("link", None), **link)
+    else:
+        hw = hw_mod.load(hardware, link=link)
+    return Problem.build(model, hw, budget=None, **json.loads(overrides_json))
+
+
+DEFAULT_BOUND = {"lp_max_tensors": 0}
+"""``lower_bound`` keyword arguments for ``bound=True``: the ideal-step bound only. The LP
+relaxation is opt-in (``bound={"lp_max_tensors": 40}``): it currently takes minutes on ``tiny``."""
+
+
+@lru_cache(maxsize=64)
+def _bound(problem_id: tuple, budget_bytes: float, kwargs_json: str = "{}"):
+    """``slackswap.bounds.lower_bound`` of one problem, or (nan, why) while it is unavailable."""
+    try:
+        from .bounds import lower_bound
+    except ImportError:
+        return math.nan, "unavailable (slackswap.bounds not installed)"
+    problem = replace(_base_problem(*problem_id), budget_bytes=budget_bytes)
+    seconds, how = lower_bound(problem, **json.loads(kwargs_json))
+    return float(seconds), str(how)
+
+
+def _link_name(link) -> str:
+    if link is None:
+        return ""
+    return link if isinstance(link, str) else json.dumps(link, sort_keys=True)
+
+
+def run_one(spec: RunSpec) -> dict:
+    """Run one setting: build, plan, simulate. Never raises: errors become an ERROR row."""
+    from . import __version__
+    from . import planners as planners_mod
+    from .plan import Decision, Status
+    from .timeline import simulate
+
+    row = RunRow(model=spec.model, hardware=spec.hardware, link=_link_name(spec.link), budget=math.nan,
+                 budget_bytes=math.nan, planner=spec.planner, label=spec.label,
+                 params=json.dumps(spec.params, sort_keys=True), overrides=json.dumps(spec.overrides, sort_keys=True),
+                 version=__version__)
+    if isinstance(spec.budget, float):
+        row.budget = spec.budget
+    try:
+        pid = (spec.model, spec.hardware, json.dumps(spec.link, sort_keys=True),
+               json.dumps(spec.overrides, sort_keys=True))
+        base = _base_problem(*pid)
+        if row.link == "":
+            row.link = base.hardware.link.name
+        problem = base.with_budget(spec.budget)
+        row.budget_bytes = float(problem.budget_bytes)
+        row.budget = round(problem.budget_bytes / problem.keep_all_peak, 6)
+        t0 = time.perf_counter()
+        plan = planners_mod.get(spec.planner, **spec.params).plan(problem)
+        row.solve_s = time.perf_counter() - t0
+        r = simulate(problem, plan, detail=False)
+        status = plan.info.status
+        if not (r.feasible and r.fits) and status in (Status.OPTIMAL, Status.FEASIBLE):
+            status = Status.INFEASIBLE
+        row.status, row.message = status.value, plan.info.message or r.reason
+        row.step_time_s, row.ideal_step_time_s = float(r.step_time_s), float(r.ideal_step_time_s)
+        row.throughput_ratio, row.fits = float(r.throughput_ratio), bool(r.fits)
+        row.peak_bytes = r.peak_bytes if r.feasible else math.nan
+        row.stall_s, row.recompute_s, row.swapped_bytes = float(r.stall_s), float(r.recompute_s), r.swapped_bytes
+        counts = plan.counts()
+        row.n_keep, row.n_swap, row.n_recompute = (counts[d.value] for d in (Decision.KEEP, Decision.SWAP,
+                                                                               Decision.RECOMPUTE))
+        if spec.bound:
+            kw = DEFAULT_BOUND if spec.bound is True else spec.bound
+            row.lower_bound_s, row.bound_how = _bound(pid, float(problem.budget_bytes), json.dumps(kw, sort_keys=True))
+            if r.fits and row.lower_bound_s > 0:
+                row.gap_to_bound = row.step_time_s / row.lower_bound_s - 1.0
+    except Exception as e:  # noqa: BLE001 - a failed run is a row, never a crashed sweep
+        row.status, row.message = "ERROR", f"{type(e).__name__}: {' '.join(str(e).split())}"
+    return asdict(row)
+
+
+# ---------------------------------------------------------------- the grid
+def _as_list(x, what: str) -> list:
+    if x is None:
+        return [None]
+    if isinstance(x, (str, dict, int, float)):
+        return [x]
+    out = list(x)
+    if not out:
+        raise ConfigError(f"{what}: must not be empty")
+    return out
+
+
+def variants(planners, planner_params=None) -> list[tuple[str, str, dict]]:
+    """``(label, planner name, params)`` for each run of a planner: every name in ``planners``
+    (with ``planner_params[name]`` when that is a dict), then each ``(label, name, params)`` of
+    ``planner_params`` when that is a list (ablation variants)."""
+    names = [planners] if isinstance(planners, str) else list(planners or [])
+    per_name = planner_params if isinstance(planner_params, dict) else {}
+    out = [(n, n, dict(per_name.get(n, {}))) for n in names]
+    if isinstance(planner_params, (list, tuple)):
+        for v in planner_params:
+            if isinstance(v, dict):
+                v = (v.get("label"), v.get("planner"), v.get("params", {}))
+            if len(v) != 3 or not v[0] or not v[1]:
+                raise ConfigError(f"planner_params: a variant must be (label, planner, params), got {v!r}")
+            out.append((str(v[0]), str(v[1]), dict(v[2] or {})))
+    elif planner_params is not None and not isinstance(planner_params, dict):
+        raise ConfigError("planner_params: expected a dict name -> params or a list of (label, name, params)")
+    if not out:
+        raise ConfigError("planners: no planner to run")
+    labels = [v[0] for v in out]
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"planner_params: duplicate labels {sorted({x for x in labels if labels.count(x) > 1})}")
+    return out
+
+
+def grid(models, hardware, budgets, planners, *, overrides=None, planner_params=None, link=None,
+         bound=True) -> list[RunSpec]:
+    """Every run of a sweep, in the sweep's (deterministic) order: model, hardware, link,
+    overrides, budget, planner variant."""
+    vs = variants(planners, planner_params)
+    return [RunSpec(m, h, lk, b, name, label, params, dict(ov or {}), bound)
+            for m, h, lk, ov, b in itertools.product(_as_list(models, "models"), _as_list(hardware, "hardware"),
+                                                    _as_list(link, "link"), _as_list(overrides, "overrides"),
+                                                    _as_list(budgets, "budgets"))
+            for label, name, params in vs]
+
+
+def sweep(models, hardware, budgets, planners, *, overrides=None, planner_params=None, link=None,
+          executor: cf.Executor | None = None, workers: int = 2, cache=None, progress: bool = True,
+          bound: bool = True, on_row=None):
+    """Run the grid ``models x hardware x link x overrides x budgets x planner variants``.
+
+    ``overrides``: a dict (or list of dicts) of spec overrides (seq, batch, attention, layers ...).
+    ``planner_params``: dict name -> params, or a list of ``(label, name, params)`` variants.
+    ``link``: link preset name(s) or dict(s) of ``Hardware.with_link`` changes (None: the preset's).
+    ``executor``: any ``concurrent.futures.Executor`` (e.g. ``distributed.Client().get_executor()``);
+    default a ``ProcessPoolExecutor(workers)``, or in-process when ``workers == 1``.
+    ``cache``: a directory; finished runs are stored there keyed by ``RunSpec.key()`` (settings +
+    package version) and a resumed sweep reads them instead of running them again.
+    ``on_row(row, done, total)``: called in the calling process as each run finishes (any order).
+    ``bound``: False, True (``DEFAULT_BOUND``) or a dict of ``bounds.lower_bound`` keyword arguments.
+    Returns a DataFrame with one row per run (``RunRow`` columns) in grid order; ``df.attrs`` holds
+    ``runs``, ``cache_hits`` and ``computed``.
+    """
+    import pandas as pd
+
+    specs = grid(models, hardware, budgets, planners, overrides=overrides, planner_params=planner_params,
+                 link=link, bound=bound)
+    cache_dir = Path(cache) if cache is not None else None
+    if cache_dir is not None:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    rows: list[dict | None] = [None] * len(specs)
+    todo = []
+    for i, s in enumerate(specs):
+        hit = _cache_read(cache_dir, s)
+        if hit is not None:
+            rows[i] = hit
+        else:
+            todo.append(i)
+    hits = len(specs) - len(todo)
+    bar = _progress(len(specs), hits, progress)
+    try:
+        for i, row in _execute(specs, todo, executor, workers):
+            rows[i] = row
+            if cache_dir is not None and row["status"] != "ERROR":
+                _cache_write(cache_dir, specs[i], row)
+            bar.update(1)
+            if on_row is not None:
+                on_row(row, sum(r is not None for r in rows), len(specs))
+    finally:
+        bar.close()
+    df = finish(pd.DataFrame(rows, columns=list(RunRow.__dataclass_fields__)))
+    df.attrs.update(runs=len(specs), cache_hits=hits, computed=len(todo))
+    return df
+
+
+def _execute(specs, todo, executor, workers):
+    if not todo:
+        return
+    if executor is None and workers <= 1:
+        for i in todo:
+            yield i, run_one(specs[i])
+        return
+    own = executor is None
+    ex = cf.ProcessPoolExecutor(max_workers=workers) if own else executor
+    try:
+        futures = {ex.submit(run_one, specs[i]): i for i in todo}
+        for fut in cf.as_completed(futures):
+            i = futures[fut]
+            try:
+                row = fut.result()
+            except Exception as e:  # noqa: BLE001 - a lost worker is a row too
+                row = asdict(RunRow(specs[i].model, specs[i].hardware, _link_name(specs[i].link), math.nan,
+                                    math.nan, specs[i].planner, specs[i].label, json.dumps(specs[i].params),
+                                    json.dumps(specs[i].overrides), message=f"{type(e).__name__}: {e}"))
+            yield i, row
+    finally:
+        if own:
+            ex.shutdown(wait=True, cancel_futures=True)
+
+
+def finish(df):
+    """Fill the cross-run columns: ``gap_to_milp`` (step time over the MILP's, minus 1, within the
+    same setting; the row labelled ``milp`` first, else the first milp row that fits) and nullable
+    integer dtypes."""
+    import pandas as pd
+
+    df = df.copy()
+    df["gap_to_milp"] = math.nan
+    ok = (df["planner"] == "milp") & df["fits"].astype(bool)
+    if ok.any():
+        milp = df[ok].sort_values("label", key=lambda s: s != "milp", kind="stable")
+        milp = milp.drop_duplicates(list(SETTING_COLUMNS))[[*SETTING_COLUMNS, "step_time_s"]]
+        ref = df[list(SETTING_COLUMNS)].merge(milp, how="left", on=list(SETTING_COLUMNS))["step_time_s"]
+        gap = df["step_time_s"].to_numpy() / ref.to_numpy() - 1.0
+        df["gap_to_milp"] = [g if f else math.nan for g, f in zip(gap, df["fits"].astype(bool), strict=True)]
+    for c in INT_COLUMNS:
+        df[c] = pd.array([None if (v is None or (isinstance(v, float) and math.isnan(v))) else int(v)
+                          for v in df[c]], dtype="Int64")
+    df["fits"] = df["fits"].astype(bool)
+    return df
+
+
+# ---------------------------------------------------------------- cache and progress
+def _cache_read(cache_dir: Path | None, spec: RunSpec) -> dict | None:
+    if cache_dir is None:
+        return None
+    p = cache_dir / f"{spec.key()}.json"
+    if not p.exists():
+        return None
+    try:
+        row = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return row if set(row) == set(RunRow.__dataclass_fields__) else None
+
+
+def _cache_write(cache_dir: Path, spec: RunSpec, row: dict) -> None:
+    p = cache_dir / f"{spec.key()}.json"
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(json.dumps(row))
+    tmp.replace(p)
+
+
+class _NoBar:
+    def update(self, n=1):
+        pass
+
+    def close(self):
+        pass
+
+
+def _progress(total: int, done: int, enabled: bool):
+    if not enabled or total == 0:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=done, desc="sweep", unit="run")
+
+
+# ---------------------------------------------------------------- sweep files
+SWEEP_KEYS = {"name", "description", "models", "hardware", "budgets", "planners", "planner_params",
+              "variants", "links", "overrides", "workers", "by", "bound"}
+
+
+def sweeps_dir() -> Path:
+    """The shipped sweep files (``data/sweeps/*.toml``)."""
+    from ._paths import data_dir
+
+    return data_dir() / "sweeps"
+
+
+def load_sweep(path) -> dict:
+    """Read a sweep file (``data/sweeps/*.toml``) into ``sweep()`` keyword arguments plus ``name``,
+    ``description`` and ``by`` (the ablation column). Unknown keys raise ``ConfigError``.
+    ``budgets`` is a list or a table ``{start, stop, step}`` (stop included)."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"sweep file: {p} does not exist")
+    try:
+        doc = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"sweep file {p.name}: not valid TOML ({e})") from None
+    extra = sorted(set(doc) - SWEEP_KEYS)
+    if extra:
+        raise ConfigError(f"sweep file {p.name}: unknown key {extra[0]!r}; allowed: {', '.join(sorted(SWEEP_KEYS))}")
+    for k in ("models", "budgets", "planners"):
+        if k not in doc and not (k == "planners" and "variants" in doc):
+            raise ConfigError(f"sweep file {p.name}: missing key {k!r}")
+    budgets = doc["budgets"]
+    if isinstance(budgets, dict):
+        bad = sorted(set(budgets) - {"start", "stop", "step"})
+        if bad or set(budgets) != {"start", "stop", "step"}:
+            raise ConfigError(f"sweep file {p.name}: budgets table needs exactly start, stop, step; got {sorted(budgets)}")
+        n = int(round((budgets["stop"] - budgets["start"]) / budgets["step"]))
+        budgets = [round(budgets["start"] + i * budgets["step"], 6) for i in range(n + 1)]
+    params = doc.get("planner_params")
+    if "variants" in doc:
+        if params is not None:
+            raise ConfigError(f"sweep file {p.name}: give planner_params or variants, not both")
+        for v in doc["variants"]:
+            bad = sorted(set(v) - {"label", "planner", "params"})
+            if bad:
+                raise ConfigError(f"sweep file {p.name}: unknown key {bad[0]!r} in a variant; allowed: label, planner, params")
+        params = [(v.get("label"), v.get("planner"), v.get("params", {})) for v in doc["variants"]]
+    out = {"name": doc.get("name", p.stem), "description": doc.get("description", ""),
+           "models": doc["models"], "hardware": doc.get("hardware", ["a100-80gb"]), "budgets": budgets,
+           "planners": doc.get("planners", []), "planner_params": params, "link": doc.get("links"),
+           "overrides": doc.get("overrides"), "workers": int(doc.get("workers", 2)),
+           "bound": doc.get("bound", True), "by": doc.get("by", "budget")}
+    variants(out["planners"], out["planner_params"])  # validate now, not in the middle of a sweep
+    return out
+
+
+def run_sweep_file(path, out=None, **kw):
+    """Run a sweep file; write the rows as CSV to ``out`` when given. ``kw`` overrides
+    ``sweep()`` arguments (e.g. ``workers``, ``executor``, ``cache``, ``progress``)."""
+    cfg = load_sweep(path)
+    args = {k: v for k, v in cfg.items() if k not in ("name", "description", "by")}
+    args.update(kw)
+    df = sweep(**args)
+    df.attrs["by"] = cfg["by"]
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        df.to_csv(out, index=False)
+    return df

@@ -1,0 +1,331 @@
+"""Reports: tables (markdown / LaTeX / CSV) and figures from sweep rows (DESIGN.md section 6).
+
+The only module that imports matplotlib. Figures are ``matplotlib.figure.Figure`` objects built
+without pyplot (no global state, no display needed: the Agg canvas renders them); they are saved
+only when a ``path`` is given.
+
+Tables take the DataFrame of ``experiments.sweep``:
+
+- ``published_table``: the paper's throughput ratios (``data/reference/slackswap_paper.csv``,
+  arXiv 2610.13003, A100 + PCIe 4.0, budget 50%) beside ours, with the difference;
+- ``gap_table``: each planner's step time over the MILP optimum and over the lower bound;
+- ``ablation_table``: one value (default throughput ratio) by one setting column and variant.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ._paths import data_dir
+from .errors import ConfigError
+from .units import format_bytes, format_seconds
+
+REFERENCE = "reference/slackswap_paper.csv"
+HEURISTICS = ("slack", "capuchin", "dp-checkpoint", "chen-greedy", "chen-sqrt", "checkpoint-layers",
+              "swap-all", "recompute-all", "keep-all")
+
+
+# ---------------------------------------------------------------- tables
+def reference_table(path=None):
+    """The published numbers (columns model, hardware, budget, throughput_ratio, tolerance, source)."""
+    import pandas as pd
+
+    p = Path(path) if path is not None else data_dir() / REFERENCE
+    if not p.exists():
+        raise ConfigError(f"reference: {p} does not exist (the paper's table, DESIGN.md section 1)")
+    ref = pd.read_csv(p)
+    need = {"model", "hardware", "budget", "throughput_ratio", "tolerance", "source"}
+    if not need <= set(ref.columns):
+        raise ConfigError(f"reference {p.name}: missing columns {sorted(need - set(ref.columns))}")
+    return ref
+
+
+def _budget_key(s):
+    return s.astype(float).round(4)
+
+
+def published_table(df, planner: str = "slack", reference=None):
+    """Paper value beside ours for every published (model, hardware, budget) found in ``df``
+    (rows of ``planner``; label ``planner`` first). Columns: model, hardware, budget, paper, ours,
+    difference (ours - paper), tolerance, within (|difference| <= tolerance), source."""
+    import pandas as pd
+
+    ref = reference_table(reference)
+    ours = df[df["planner"] == planner].copy()
+    ours = ours.sort_values("label", key=lambda s: s != planner, kind="stable")
+    ours["_b"] = _budget_key(ours["budget"])
+    ours = ours.drop_duplicates(["model", "hardware", "_b"])
+    ref = ref.copy()
+    ref["_b"] = _budget_key(ref["budget"])
+    m = ref.merge(ours[["model", "hardware", "_b", "throughput_ratio", "status"]], how="inner",
+                  on=["model", "hardware", "_b"], suffixes=("_paper", ""))
+    out = pd.DataFrame({
+        "model": m["model"], "hardware": m["hardware"], "budget": m["budget"],
+        "paper": m["throughput_ratio_paper"], "ours": m["throughput_ratio"],
+        "difference": m["throughput_ratio"] - m["throughput_ratio_paper"], "tolerance": m["tolerance"],
+    })
+    out["within"] = out["difference"].abs() <= out["tolerance"]
+    out["source"] = m["source"]
+    return out.reset_index(drop=True)
+
+
+def gap_table(df, summary: bool = False):
+    """Every non-MILP run's throughput ratio, its gap to the MILP optimum and to the lower bound
+    (step / reference - 1; 0 = optimal). With ``summary``, per label: runs, mean and max gaps."""
+    import pandas as pd
+
+    d = df[(df["planner"] != "milp") & df["fits"].astype(bool)]
+    cols = ["model", "hardware", "budget", "label", "throughput_ratio", "gap_to_milp", "gap_to_bound"]
+    t = d[cols].reset_index(drop=True)
+    if not summary:
+        return t
+    g = t.groupby("label", sort=False)
+    return pd.DataFrame({"runs": g.size(), "mean_gap_to_milp": g["gap_to_milp"].mean(),
+                         "max_gap_to_milp": g["gap_to_milp"].max(),
+                         "mean_gap_to_bound": g["gap_to_bound"].mean(),
+                         "max_gap_to_bound": g["gap_to_bound"].max()}).reset_index()
+
+
+def ablation_table(df, by: str = "budget", value: str = "throughput_ratio", columns: str = "label"):
+    """``value`` with one row per (model, ``by``) and one column per ``columns`` (planner label),
+    in sweep order. Runs that do not fit show as NaN (they have no throughput)."""
+    if by not in df.columns:
+        raise ConfigError(f"ablation_table: by={by!r} is not a column; allowed: {', '.join(df.columns)}")
+    d = df.copy()
+    d[value] = d[value].where(d["fits"].astype(bool))
+    index = ["model", by] if by != "model" else ["model"]
+    t = d.pivot_table(index=index, columns=columns, values=value, aggfunc="first", sort=False, dropna=False)
+    t.columns.name = None
+    return t.reset_index()
+
+
+# ---------------------------------------------------------------- table formats
+def _cell(v, floatfmt: str) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return "inf" if math.isinf(v) else format(v, floatfmt)
+    try:
+        import pandas as pd
+
+        if v is pd.NA:
+            return ""
+    except ImportError:  # pragma: no cover
+        pass
+    return str(v)
+
+
+def _rows(df, floatfmt):
+    return [[_cell(v.item() if hasattr(v, "item") else v, floatfmt) for v in row]
+            for row in df.itertuples(index=False, name=None)]
+
+
+def to_markdown(df, floatfmt: str = ".4f", path=None) -> str:
+    """A GitHub markdown table (numbers right-aligned); written to ``path`` when given."""
+    import pandas as pd
+
+    heads = [str(c) for c in df.columns]
+    rows = _rows(df, floatfmt)
+    width = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(heads)]
+    num = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
+
+    def line(cells):
+        return "| " + " | ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, width, num, strict=True)) + " |"
+
+    sep = "|" + "|".join(("-" * (w + 1) + ":") if n else ("-" * (w + 2)) for w, n in zip(width, num, strict=True)) + "|"
+    text = "\n".join([line(heads), sep, *(line(r) for r in rows)]) + "\n"
+    if path is not None:
+        Path(path).write_text(text)
+    return text
+
+
+_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def to_latex(df, floatfmt: str = ".4f", caption: str | None = None, path=None) -> str:
+    """A booktabs ``tabular`` (special characters escaped); written to ``path`` when given."""
+    import pandas as pd
+
+    def esc(s: str) -> str:
+        return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in s)
+
+    align = "".join("r" if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+                    else "l" for c in df.columns)
+    lines = [r"\begin{table}[t]", r"\centering"] if caption else []
+    lines += [rf"\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(esc(str(c)) for c in df.columns) + r" \\",
+              r"\midrule"]
+    lines += [" & ".join(esc(c) for c in r) + r" \\" for r in _rows(df, floatfmt)]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    if caption:
+        lines += [rf"\caption{{{esc(caption)}}}", r"\end{table}"]
+    text = "\n".join(lines) + "\n"
+    if path is not None:
+        Path(path).write_text(text)
+    return text
+
+
+def to_csv(df, path=None) -> str:
+    """CSV text (no index); written to ``path`` when given."""
+    text = df.to_csv(index=False)
+    if path is not None:
+        Path(path).write_text(text)
+    return text
+
+
+# ---------------------------------------------------------------- figures
+def _figure(nrows: int = 1, ncols: int = 1, height: float = 3.5, width: float = 6.0, **kw):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
+    return fig, axes
+
+
+def _save(fig, path):
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+def pareto_figure(df, value: str = "throughput_ratio", path=None):
+    """Throughput ratio against budget, one line per planner label, one panel per model
+    (the Pareto view: how much memory can be saved at what throughput). Runs that do not fit
+    are left out of their line."""
+    models = list(dict.fromkeys(df["model"]))
+    fig, axes = _figure(1, max(1, len(models)), height=3.6, width=4.8, sharey=True)
+    for ax, model in zip(axes[0], models, strict=False):
+        d = df[(df["model"] == model) & df["fits"].astype(bool)]
+        for label in dict.fromkeys(df["label"]):
+            s = d[d["label"] == label].sort_values("budget")
+            if len(s):
+                ax.plot(s["budget"], s[value], marker="o", ms=3, label=label)
+        ax.set_title(model)
+        ax.set_xlabel("activation budget (fraction of keep-all peak)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(value.replace("_", " "))
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    return _save(fig, path)
+
+
+_KIND_COLOR = {"fwd": "#4c72b0", "rec": "#dd8452", "bwd": "#55a868", "opt": "#8172b3",
+               "d2h": "#c44e52", "h2d": "#937860"}
+_STREAMS = ("compute", "d2h", "h2d")
+
+
+def _time_unit(t: float) -> tuple[str, float]:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if t >= scale:
+            return unit, scale
+    return "ns", 1e-9
+
+
+def _byte_unit(b: float) -> tuple[str, float]:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= scale:
+            return unit, scale
+    return "B", 1.0
+
+
+def timeline_figure(result, problem=None, path=None, title: str | None = None):
+    """Gantt chart of one simulated step (``simulate(problem, plan, detail=True)``): one row per
+    engine (compute, D2H, H2D), one bar per event coloured by kind (fwd, rec, bwd, opt, d2h, h2d);
+    below it the activation-memory curve with the budget line (docs/timeline.md section 4)."""
+    if not result.events:
+        raise ConfigError("timeline_figure: the result has no events; simulate with detail=True")
+    end = max(e.end for e in result.events)
+    tu, ts = _time_unit(end)
+    fig, axes = _figure(2, 1, height=2.6, width=9.0, sharex=True)
+    gantt, mem = axes[0][0], axes[1][0]
+    for kind, color in _KIND_COLOR.items():
+        ev = [e for e in result.events if e.kind == kind]
+        if ev:
+            gantt.barh([_STREAMS.index(e.stream) for e in ev], [(e.end - e.start) / ts for e in ev],
+                       left=[e.start / ts for e in ev], height=0.6, color=color, label=kind, linewidth=0)
+    gantt.set_yticks(range(len(_STREAMS)), ["compute", "D2H", "H2D"])
+    gantt.invert_yaxis()
+    gantt.legend(ncols=6, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 1.25), frameon=False)
+    budget = problem.budget_bytes if problem is not None else result.budget_bytes
+    top = max([float(max(result.memory_bytes, default=0))] + ([budget] if math.isfinite(budget) else []))
+    bu, bs = _byte_unit(top)
+    mem.step(result.memory_times / ts, result.memory_bytes / bs, where="post", color="#333333", label="memory")
+    if math.isfinite(budget):
+        mem.axhline(budget / bs, color="#c44e52", ls="--", label="budget")
+    mem.set_ylabel(f"activations ({bu})")
+    mem.set_xlabel(f"time ({tu})")
+    mem.legend(fontsize=7, loc="upper right")
+    mem.grid(alpha=0.3)
+    gantt.set_title(title or (f"step {format_seconds(result.step_time_s)}, ratio {result.throughput_ratio:.3f}, "
+                              f"peak {format_bytes(result.peak_bytes)}"), fontsize=9, pad=22)
+    return _save(fig, path)
+
+
+def memory_figure(result, problem=None, path=None):
+    """The activation-memory curve alone, with the budget line."""
+    fig, axes = _figure(1, 1, height=3.0, width=8.0)
+    ax = axes[0][0]
+    tu, ts = _time_unit(max(float(max(result.memory_times, default=0)), 1e-12))
+    bu, bs = _byte_unit(float(max(result.memory_bytes, default=1)))
+    ax.step(result.memory_times / ts, result.memory_bytes / bs, where="post", color="#333333", label="memory")
+    budget = problem.budget_bytes if problem is not None else result.budget_bytes
+    if math.isfinite(budget):
+        ax.axhline(budget / bs, color="#c44e52", ls="--", label="budget")
+    ax.set_xlabel(f"time ({tu})")
+    ax.set_ylabel(f"activations ({bu})")
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+# ---------------------------------------------------------------- text
+def plan_summary(problem, plan, result) -> list[str]:
+    """Human-readable lines: the plan's decisions (count, bytes) and its simulated result."""
+    from .plan import Decision
+
+    lines = [f"plan: {plan.planner} {dict(plan.params)}  status {plan.info.status.value}  solve "
+             f"{format_seconds(plan.info.wall_s)}" + (f"  ({plan.info.message})" if plan.info.message else "")]
+    for d in Decision:
+        ids = plan.ids(d)
+        lines.append(f"  {d.value:<9} {len(ids):>5} tensors  {format_bytes(sum(problem.graph.tensors[t].bytes for t in ids))}")
+    r = result
+    if not r.feasible:
+        return lines + [f"simulated: INFEASIBLE: {r.reason}"]
+    return lines + [
+        f"simulated step {format_seconds(r.step_time_s)} (ideal {format_seconds(r.ideal_step_time_s)}): "
+        f"throughput ratio {r.throughput_ratio:.4f}",
+        f"  peak activations {format_bytes(r.peak_bytes)} of budget {format_bytes(problem.budget_bytes)} "
+        f"({'fits' if r.fits else 'DOES NOT FIT'}); static {format_bytes(problem.static_bytes)}",
+        f"  stall {format_seconds(r.stall_s)} (fwd {format_seconds(r.stall_fwd_s)}, bwd "
+        f"{format_seconds(r.stall_bwd_s)}), recompute {format_seconds(r.recompute_s)}, "
+        f"swapped {format_bytes(r.swapped_bytes)} each way"]
+
+
+def humanize(df):
+    """A copy with human units as strings: ``*_s`` columns in s/ms/us, ``*_bytes`` in GiB/MiB,
+    ratios to 4 decimals, gaps in percent; empty where missing."""
+
+    def fmt(col, v):
+        if v is None or v is _NA or (isinstance(v, float) and math.isnan(v)):
+            return ""
+        if col.endswith("_s"):
+            return format_seconds(v)
+        if col.endswith("_bytes"):
+            return format_bytes(v)
+        if col.startswith("gap"):
+            return f"{100 * v:.2f}%"
+        if isinstance(v, float):
+            return f"{v:.4f}"
+        return str(v)
+
+    out = df.copy().astype(object)
+    for c in out.columns:
+        out[c] = [fmt(str(c), v.item() if hasattr(v, "item") else v) for v in df[c]]
+    return out
+
+
+try:
+    from pandas import NA as _NA
+except ImportError:  # pragma: no cover
+    _NA = None

@@ -1,0 +1,154 @@
+"""experiments.sweep: deterministic rows, ERROR rows, cache resume, Dask executor, sweep files."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from slackswap import experiments, planners
+from slackswap.errors import ConfigError
+from slackswap.experiments import RunRow, load_sweep, run_sweep_file, sweep
+from slackswap.plan import Decision
+
+BUDGETS = [0.6, 0.9]
+PLANNERS = ["keep-all", "slack", "chen-sqrt"]
+
+
+def _cmp(df):
+    return df.drop(columns=list(experiments.WALL_COLUMNS)).reset_index(drop=True)
+
+
+def test_columns_are_the_runrow_fields_in_grid_order():
+    df = sweep("tiny", "a100-80gb", BUDGETS, PLANNERS, workers=1, progress=False)
+    assert list(df.columns) == list(RunRow.__dataclass_fields__)
+    assert list(zip(df["budget"], df["planner"], strict=True)) == [(b, p) for b in BUDGETS for p in PLANNERS]
+    keep = df[(df["planner"] == "keep-all") & (df["budget"] == 0.6)].iloc[0]
+    assert keep["status"] == "INFEASIBLE" and not keep["fits"] and keep["throughput_ratio"] == 0.0
+    slack = df[(df["planner"] == "slack") & (df["budget"] == 0.9)].iloc[0]
+    assert slack["fits"] and slack["peak_bytes"] <= slack["budget_bytes"]
+    assert slack["n_keep"] + slack["n_swap"] + slack["n_recompute"] == 30  # tiny: 30 planning tensors
+    assert math.isclose(slack["throughput_ratio"], slack["ideal_step_time_s"] / slack["step_time_s"])
+    assert 0 < slack["lower_bound_s"] <= slack["step_time_s"] and slack["bound_how"]  # slackswap.bounds
+    assert math.isclose(slack["gap_to_bound"], slack["step_time_s"] / slack["lower_bound_s"] - 1)
+
+
+def test_sweep_twice_gives_identical_rows_in_processes_and_in_process():
+    a = sweep("tiny", "a100-80gb", BUDGETS, PLANNERS, workers=2, progress=False)
+    b = sweep("tiny", "a100-80gb", BUDGETS, PLANNERS, workers=2, progress=False)
+    c = sweep("tiny", "a100-80gb", BUDGETS, PLANNERS, workers=1, progress=False)
+    pd.testing.assert_frame_equal(_cmp(a), _cmp(b))
+    pd.testing.assert_frame_equal(_cmp(a), _cmp(c))
+
+
+def test_failed_runs_become_error_rows():
+    def boom(problem):
+        raise RuntimeError("planner exploded")
+
+    planners.register("test-boom", lambda **kw: planners.FunctionPlanner("test-boom", boom))
+    try:
+        df = sweep("tiny", "a100-80gb", [0.05, 1.0], ["test-boom", "no-such-planner", "keep-all"],
+                   overrides=[{}, {"attention": "sideways"}], workers=1, progress=False)
+    finally:
+        planners.unregister("test-boom")
+    assert len(df) == 12
+    ok = df[(df["overrides"] == "{}") & (df["budget"] == 1.0) & (df["planner"] == "keep-all")]
+    assert ok["status"].tolist() == ["FEASIBLE"]
+    err = df[df["status"] == "ERROR"]
+    assert len(err) == 11
+    msgs = err.set_index(["overrides", "budget", "planner"])["message"]
+    assert msgs[("{}", 1.0, "test-boom")] == "RuntimeError: planner exploded"
+    assert msgs[("{}", 1.0, "no-such-planner")].startswith("UnknownNameError: unknown planner 'no-such-planner'")
+    assert "smallest feasible budget" in msgs[("{}", 0.05, "keep-all")]
+    assert "attention" in msgs[('{"attention": "sideways"}', 1.0, "keep-all")]
+
+
+def test_resumed_sweep_skips_finished_runs(tmp_path):
+    calls = []
+
+    def counted(problem):
+        calls.append(problem.budget_bytes)
+        return {t: Decision.KEEP for t in problem.planning_ids}
+
+    planners.register("test-count", lambda **kw: planners.FunctionPlanner("test-count", counted))
+    try:
+        a = sweep("tiny", "a100-80gb", [0.9, 1.0], ["test-count"], workers=1, cache=tmp_path, progress=False)
+        assert len(calls) == 2 and a.attrs == {"runs": 2, "cache_hits": 0, "computed": 2}
+        b = sweep("tiny", "a100-80gb", [0.9, 1.0, 0.95], ["test-count"], workers=1, cache=tmp_path,
+                  progress=False)
+        assert len(calls) == 3 and b.attrs == {"runs": 3, "cache_hits": 2, "computed": 1}
+        pd.testing.assert_frame_equal(a, b.iloc[:2])  # cached rows come back exactly, wall time too
+        c = sweep("tiny", "a100-80gb", [0.9, 1.0, 0.95], ["test-count"], workers=1, cache=tmp_path,
+                  progress=False)
+        assert len(calls) == 3 and c.attrs["cache_hits"] == 3
+        pd.testing.assert_frame_equal(b, c)
+    finally:
+        planners.unregister("test-count")
+
+
+def test_dask_executor_gives_the_same_rows():
+    from distributed import Client, LocalCluster
+
+    default = sweep("tiny", "a100-80gb", BUDGETS, PLANNERS, progress=False)
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, Client(cluster) as client:
+        dask = sweep("tiny", "a100-80gb", BUDGETS, PLANNERS, executor=client.get_executor(), progress=False)
+    pd.testing.assert_frame_equal(_cmp(default), _cmp(dask))
+
+
+def test_variants_links_and_overrides_expand_the_grid():
+    df = sweep("tiny", "a100-80gb", 0.9, ["slack"], planner_params=[("slack-size", "slack", {"order": "size"})],
+               link=["pcie3", {"bandwidth": "100GB/s"}], overrides=[{"batch": 1}, {"batch": 2}], workers=1,
+               progress=False, bound=False)
+    assert len(df) == 2 * 2 * 2
+    assert df["label"].tolist()[:2] == ["slack", "slack-size"]
+    assert df["params"].tolist()[:2] == ["{}", '{"order": "size"}']
+    assert df["link"].tolist()[::4] == ["pcie3", '{"bandwidth": "100GB/s"}']
+    assert df["overrides"].tolist()[:4] == ['{"batch": 1}'] * 2 + ['{"batch": 2}'] * 2
+    with pytest.raises(ConfigError, match="duplicate labels"):
+        sweep("tiny", "a100-80gb", 0.9, ["slack"], planner_params=[("slack", "slack", {})], workers=1)
+
+
+def test_gap_to_milp_is_filled_within_a_setting():
+    base = dict(model="m", hardware="h", link="l", overrides="{}", params="{}", version="v", budget_bytes=1.0)
+    rows = [RunRow(**base, budget=0.5, planner="slack", label="slack", status="FEASIBLE", fits=True, step_time_s=1.2),
+            RunRow(**base, budget=0.5, planner="milp", label="milp", status="OPTIMAL", fits=True, step_time_s=1.0),
+            RunRow(**base, budget=0.7, planner="slack", label="slack", status="FEASIBLE", fits=True, step_time_s=1.1)]
+    from dataclasses import asdict
+
+    df = experiments.finish(pd.DataFrame([asdict(r) for r in rows]))
+    assert df["gap_to_milp"].iloc[0] == pytest.approx(0.2)
+    assert df["gap_to_milp"].iloc[1] == 0.0
+    assert math.isnan(df["gap_to_milp"].iloc[2])  # no MILP at budget 0.7
+
+
+def test_load_sweep_rejects_unknown_keys_and_expands_budget_ranges(tmp_path):
+    p = tmp_path / "s.toml"
+    p.write_text('models = ["tiny"]\nbudgets = {start = 0.5, stop = 0.7, step = 0.1}\nplanners = ["slack"]\n')
+    cfg = load_sweep(p)
+    assert cfg["budgets"] == [0.5, 0.6, 0.7] and cfg["hardware"] == ["a100-80gb"] and cfg["by"] == "budget"
+    p.write_text('models = ["tiny"]\nbudgets = [0.5]\nplanners = ["slack"]\nbudjet = 3\n')
+    with pytest.raises(ConfigError, match="unknown key 'budjet'"):
+        load_sweep(p)
+    p.write_text('models = ["tiny"]\nbudgets = [0.5]\n[[variants]]\nlabel = "a"\nplanner = "slack"\nparam = {}\n')
+    with pytest.raises(ConfigError, match="unknown key 'param'"):
+        load_sweep(p)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_sweep(tmp_path / "missing.toml")
+
+
+def test_run_sweep_file_writes_csv(tmp_path):
+    p = tmp_path / "s.toml"
+    p.write_text('models = ["tiny"]\nbudgets = [0.9]\nplanners = ["keep-all", "chen-sqrt"]\nworkers = 1\n')
+    df = run_sweep_file(p, out=tmp_path / "out" / "r.csv", progress=False)
+    back = pd.read_csv(tmp_path / "out" / "r.csv")
+    assert back["planner"].tolist() == df["planner"].tolist() == ["keep-all", "chen-sqrt"]
+
+
+@pytest.mark.parametrize("path", sorted(experiments.sweeps_dir().glob("*.toml")), ids=lambda p: p.stem)
+def test_shipped_sweep_files_load_and_name_registered_planners(path):
+    cfg = load_sweep(path)
+    grid = experiments.grid(**{k: cfg[k] for k in ("models", "hardware", "budgets", "planners", "overrides",
+                                                   "planner_params", "link")})
+    known = set(planners.available())
+    assert {s.planner for s in grid} <= known, sorted({s.planner for s in grid} - known)
+    for s in {(s.planner, tuple(sorted(s.params.items()))) for s in grid}:
+        planners.get(s[0], **dict(s[1]))  # parameters accepted

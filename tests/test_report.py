@@ -1,0 +1,121 @@
+"""report: tables against hand-built rows; figures by their artists, not pixels."""
+
+import math
+from dataclasses import asdict
+
+import pandas as pd
+import pytest
+
+from slackswap import CostModel, Decision, Plan, Problem, report, simulate
+from slackswap.errors import ConfigError
+from slackswap.experiments import RunRow, finish
+from slackswap.synthetic import chain
+
+
+def _rows():
+    base = dict(hardware="a100-80gb", link="pcie4-x16", overrides="{}", params="{}", version="v", budget_bytes=1.0)
+    out = []
+    for model, steps in (("bert-large", {"slack": 1.25, "chen-sqrt": 1.5, "milp": 1.2}),
+                         ("gpt2-xl", {"slack": 1.1, "chen-sqrt": 1.4, "milp": 1.0})):
+        for budget in (0.5, 0.7):
+            for planner, step in steps.items():
+                step = step if budget == 0.5 else 1.0
+                out.append(RunRow(**base, model=model, budget=budget, planner=planner, label=planner,
+                                  status="FEASIBLE", fits=planner != "chen-sqrt" or budget == 0.5,
+                                  step_time_s=step, ideal_step_time_s=1.0, throughput_ratio=1.0 / step,
+                                  lower_bound_s=1.0, gap_to_bound=step - 1.0))
+    return finish(pd.DataFrame([asdict(r) for r in out]))
+
+
+def test_published_table_puts_paper_beside_ours(tmp_path):
+    ref = tmp_path / "ref.csv"
+    ref.write_text("model,hardware,budget,throughput_ratio,tolerance,source\n"
+                   "bert-large,a100-80gb,0.5,0.8,0.01,paper\n"
+                   "gpt2-xl,a100-80gb,0.5,0.95,0.0,paper\n"
+                   "llama-7b,a100-80gb,0.5,0.99,0.0,paper\n")
+    t = report.published_table(_rows(), reference=ref)
+    assert t["model"].tolist() == ["bert-large", "gpt2-xl"]  # llama-7b was not run
+    assert t["paper"].tolist() == [0.8, 0.95]
+    assert t["ours"].tolist() == pytest.approx([0.8, 1 / 1.1])
+    assert t["difference"].tolist() == pytest.approx([0.0, 1 / 1.1 - 0.95])
+    assert t["within"].tolist() == [True, False]
+    with pytest.raises(ConfigError, match="does not exist"):
+        report.published_table(_rows(), reference=tmp_path / "nope.csv")
+
+
+def test_shipped_reference_has_the_three_published_models():
+    ref = report.reference_table()
+    assert sorted(ref["model"]) == ["bert-large", "gpt2-xl", "llama-7b"]
+    assert set(ref["budget"]) == {0.5}
+
+
+def test_gap_table_against_milp_and_bound():
+    t = report.gap_table(_rows())
+    assert "milp" not in set(t["label"])
+    row = t[(t["model"] == "bert-large") & (t["budget"] == 0.5) & (t["label"] == "slack")].iloc[0]
+    assert row["gap_to_milp"] == pytest.approx(1.25 / 1.2 - 1) and row["gap_to_bound"] == pytest.approx(0.25)
+    assert len(t) == 6  # 8 non-MILP runs; chen-sqrt does not fit at 0.7 (two models)
+    s = report.gap_table(_rows(), summary=True).set_index("label")
+    assert s.loc["slack", "runs"] == 4
+    assert s.loc["slack", "max_gap_to_milp"] == pytest.approx(0.1)
+    assert s.loc["chen-sqrt", "max_gap_to_bound"] == pytest.approx(0.5)
+
+
+def test_ablation_table_pivots_in_sweep_order():
+    t = report.ablation_table(_rows(), by="budget")
+    assert list(t.columns) == ["model", "budget", "slack", "chen-sqrt", "milp"]
+    assert t[["model", "budget"]].values.tolist() == [["bert-large", 0.5], ["bert-large", 0.7],
+                                                       ["gpt2-xl", 0.5], ["gpt2-xl", 0.7]]
+    assert t["slack"].tolist() == pytest.approx([0.8, 1.0, 1 / 1.1, 1.0])
+    assert math.isnan(t["chen-sqrt"].iloc[1])  # does not fit: no throughput
+    with pytest.raises(ConfigError, match="not a column"):
+        report.ablation_table(_rows(), by="nope")
+
+
+def test_markdown_latex_csv():
+    df = pd.DataFrame({"planner": ["slack", "a_b"], "ratio": [0.96312, math.nan], "ok": [True, False]})
+    assert report.to_markdown(df, floatfmt=".3f") == (
+        "| planner | ratio | ok  |\n"
+        "|---------|------:|-----|\n"
+        "| slack   | 0.963 | yes |\n"
+        "| a_b     |       | no  |\n")
+    tex = report.to_latex(df, floatfmt=".2f")
+    assert r"\begin{tabular}{lrl}" in tex and r"a\_b & " in tex and "slack & 0.96 & yes" in tex
+    assert report.to_csv(df).splitlines()[0] == "planner,ratio,ok"
+
+
+def test_humanize_units():
+    df = pd.DataFrame({"step_time_s": [0.0123], "peak_bytes": [3 * 2**30], "gap_to_bound": [0.05],
+                       "throughput_ratio": [0.5]})
+    assert report.humanize(df).iloc[0].tolist() == ["12.30 ms", "3.00 GiB", "5.00%", "0.5000"]
+
+
+def test_pareto_figure_has_one_line_per_fitting_planner_per_model(tmp_path):
+    fig = report.pareto_figure(_rows(), path=tmp_path / "p.png")
+    axes = fig.get_axes()
+    assert [a.get_title() for a in axes] == ["bert-large", "gpt2-xl"]
+    for ax in axes:
+        assert [ln.get_label() for ln in ax.get_lines()] == ["slack", "chen-sqrt", "milp"]
+        assert [len(ln.get_xdata()) for ln in ax.get_lines()] == [2, 1, 2]
+    assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_timeline_figure_draws_every_event_and_the_budget():
+    g = chain(4, sizes=[2, 2, 2, 2])  # docs/timeline.md section 6: swap-all at budget 6 bytes
+    problem = Problem(g, CostModel.unit(g), budget_bytes=6)
+    r = simulate(problem, Plan({t.id: Decision.SWAP for t in g.planning_tensors()}), detail=True)
+    assert r.step_time_s == 16
+    fig = report.timeline_figure(r, problem)
+    gantt, mem = fig.get_axes()[:2]
+    bars = [p for c in gantt.containers for p in c]
+    assert len(bars) == len(r.events) == 4 + 4 + 1 + 3 + 3  # fwd, bwd, opt, d2h, h2d
+    kinds = {c.get_label(): len(c) for c in gantt.containers}
+    assert kinds == {"fwd": 4, "bwd": 4, "opt": 1, "d2h": 3, "h2d": 3}
+    assert max(p.get_x() + p.get_width() for p in bars) == 16
+    lines = {ln.get_label(): ln for ln in mem.get_lines()}
+    assert set(lines) == {"memory", "budget"}
+    assert list(lines["budget"].get_ydata()) == [6, 6]
+    assert max(lines["memory"].get_ydata()) == r.peak_bytes == 6
+    with pytest.raises(ConfigError, match="detail=True"):
+        report.timeline_figure(simulate(problem, Plan({t.id: Decision.SWAP for t in g.planning_tensors()}),
+                                         detail=False))
