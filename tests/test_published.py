@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from slackswap import planners
+from slackswap.plan import Status
 from slackswap.planners.slack import SlackPlanner
 from slackswap.problem import Problem
 from slackswap.timeline import simulate
@@ -86,7 +87,8 @@ BUDGETS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 
 @pytest.fixture(scope="module")
 def best_other():
-    """Per (model, budget): the shortest simulated step of any other heuristic's fitting plan,
+    """Per (model, budget): the shortest simulated step of any other heuristic's fitting plan
+    (and, on the way, each heuristic fits or says INFEASIBLE: DESIGN.md section 9),
     each heuristic planned and simulated once."""
     cache: dict = {}
 
@@ -95,7 +97,11 @@ def best_other():
             p = _problem(model, budget)
             best = (float("inf"), "-")
             for name in OTHERS:
-                r = simulate(p, planners.get(name).plan(p), detail=False)
+                plan = planners.get(name).plan(p)
+                r = simulate(p, plan, detail=False)
+                # every planner's plan fits, or the planner reports it INFEASIBLE (never a crash)
+                assert plan.info.status in (Status.FEASIBLE, Status.INFEASIBLE), (name, plan.info.status)
+                assert (plan.info.status is Status.FEASIBLE) == (r.feasible and r.fits), (name, model, budget)
                 if r.feasible and r.fits and r.step_time_s < best[0]:
                     best = (r.step_time_s, name)
             cache[model, budget] = best

@@ -58,18 +58,20 @@ def highs_model(model):
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.passModel(lp)
-    for i, nm in enumerate(model.names):
-        h.passColName(i, nm)
-    for i, nm in enumerate(model.row_names):
-        h.passRowName(i, nm)
     return h
 
 
 def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
-                start: dict[int, float] | None = None, relax: bool = False) -> Result:
+                start: dict[int, float] | None = None, relax: bool = False, deadline: float | None = None) -> Result:
+    """Solve with HiGHS. ``deadline`` (a ``time.perf_counter()`` value) caps the solver's time limit
+    at what is left once the model is passed. ``start`` is NOT passed to HiGHS: HiGHS 1.16 maps a
+    partial MIP start into its presolved space wrongly (it reported "feasible in the reduced space:
+    objective -3" for a start of objective 1.21 and then stopped as optimal at a wrong plan), so the
+    planner keeps the warm start as a fallback incumbent instead (docs/milp.md, section 5)."""
     import highspy
 
     h = highs_model(model)
+    time_limit_s = _left(time_limit_s, deadline)
     if time_limit_s is not None:
         h.setOptionValue("time_limit", float(time_limit_s))
     h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
@@ -81,13 +83,6 @@ def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
         h.setOptionValue("threads", int(threads))
     if relax:
         h.setOptionValue("solve_relaxation", True)
-    if start:
-        idx = np.asarray(list(start), dtype=np.int32)
-        val = np.asarray([start[i] for i in start], dtype=float)
-        try:
-            h.setSolution(len(idx), idx, val)
-        except TypeError:  # older highspy: no sparse start; solve without it
-            pass
     h.run()
     st = h.getModelStatus()
     info = h.getInfo()
@@ -107,12 +102,22 @@ def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
     return Result("error", x, obj, bound, f"HiGHS status {h.modelStatusToString(st)}")
 
 
+def _left(time_limit_s, deadline):
+    """The smaller of ``time_limit_s`` and the time left until ``deadline`` (at least 1 ms)."""
+    if deadline is None:
+        return time_limit_s
+    import time
+
+    left = max(1e-3, deadline - time.perf_counter())
+    return left if time_limit_s is None else min(float(time_limit_s), left)
+
+
 def _pulp_name(name: str, i: int) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in name) + f"_{i}"
 
 
 def solve_cbc(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
-              start: dict[int, float] | None = None, write: str | None = None) -> Result:
+              start: dict[int, float] | None = None, write: str | None = None, deadline: float | None = None) -> Result:
     try:
         import pulp
     except ImportError:
@@ -142,6 +147,8 @@ def solve_cbc(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=
         (prob.writeMPS if str(write).endswith(".mps") else prob.writeLP)(str(write))
         if start is None and time_limit_s == "write-only":
             return Result("error", None, None, None, "written")
+    if time_limit_s != "write-only":
+        time_limit_s = _left(time_limit_s, deadline)
     solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, gapRel=mip_rel_gap, threads=threads,
                                warmStart=bool(start), options=[f"randomSeed {int(seed) + 1}"])
     prob.solve(solver)
@@ -159,7 +166,7 @@ def solve_cbc(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=
 
 
 def solve_cvxpy(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
-                start: dict[int, float] | None = None) -> Result:
+                start: dict[int, float] | None = None, deadline: float | None = None) -> Result:
     try:
         import cvxpy as cp
     except ImportError:
@@ -200,6 +207,7 @@ def solve_cvxpy(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
         raise SlackSwapError("milp solver 'cvxpy' needs cvxpy's HIGHS or SCIPY MILP solver: "
                              "pip install slackswap[cvxpy]")
     opts = {}
+    time_limit_s = _left(time_limit_s, deadline)
     if solver == "HIGHS":
         opts = {"mip_rel_gap": float(mip_rel_gap), "random_seed": int(seed),
                 "primal_feasibility_tolerance": 1e-9, "mip_feasibility_tolerance": 1e-9}

@@ -16,6 +16,22 @@ from dataclasses import dataclass, field
 from ._milp_model import Model
 
 
+class BuildTimeout(Exception):
+    """Raised by ``build`` when its ``deadline`` passes (the planner then returns its warm start)."""
+
+
+def _clock(deadline):
+    """A check to call inside long loops: raises ``BuildTimeout`` once ``deadline`` has passed."""
+    if deadline is None:
+        return lambda: None
+    import time
+
+    def check():
+        if time.perf_counter() > deadline:
+            raise BuildTimeout
+    return check
+
+
 @dataclass
 class Built:
     model: Model
@@ -28,7 +44,11 @@ class Built:
     narrowed: list[str] = field(default_factory=list)
 
 
-def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000) -> Built:
+def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
+          deadline: float | None = None) -> Built:
+    """The model of ``problem``; ``deadline`` (a ``time.perf_counter()`` value) stops a build that
+    takes too long with ``BuildTimeout``."""
+    tick = _clock(deadline)
     g, c = problem.graph, problem.costs
     T, ops, n = g.tensors, g.ops, len(g.ops)
     planning = list(problem.planning_ids)
@@ -84,6 +104,7 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
 
     bwd_pos = {}
     for j in range(n - 1, -1, -1):
+        tick()
         left = [max_tree_nodes]
         for t in dict.fromkeys(ops[j].saves):
             visit(t, None, j, left)
@@ -108,6 +129,7 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
         r = rtype(t)
         return ([], coef) if r == "one" else ([(coef, r)], 0.0)
 
+    tick()
     for v, nd in enumerate(nodes):
         t, q = nd["t"], nd["parent"]
         done = done_before(nd["op"], nd["stage"], nd["enter"])
@@ -196,8 +218,18 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
     # ---- H2D: issue points, FIFO in first-use order, waits ----
     issue: dict[tuple[int, int], int] = {}
     h2d_start, h2d_end, fpos = {}, {}, {}
-    P = float(S + 1)
+    # H2D queue key of t first used at step pos: (pos, position of t in the list that step asks for:
+    # a re-run's inputs, a backward op's saves), as the simulator's (first use, Schedule.need_seq)
+    R = 1 + max(max(len(op.inputs), len(op.saves)) for op in ops)
+
+    def qkey(pos, t):
+        kind, op = steps[pos][0], steps[pos][1]
+        asked = dict.fromkeys(ops[op].inputs if kind == "rec" else ops[op].saves)
+        return float(pos * R + list(asked).index(t))
+
+    P = float((S + 1) * R)
     for t in swap:
+        tick()
         lo = max(g.saved_by[t])
         cols = {k: m.var(f"issue[{t},{k}]", binary=True) for k in range(lo, n)}
         issue.update({(t, k): v for k, v in cols.items()})
@@ -222,7 +254,7 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
         p0 = bwd_pos[lo]
         cand = sorted({pos for pos, a in uses.get(t, ()) if a is not None and pos < p0})
         if not cand:
-            fpos[t] = ([], float(p0), p0, p0)
+            fpos[t] = ([], qkey(p0, t), qkey(p0, t), qkey(p0, t))
             continue
         acts = {pos: a for pos, a in uses[t] if a is not None and pos < p0}
         fu = {}
@@ -233,12 +265,10 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
             row = [(1.0, fu[pos])] + ([(-1.0, acts[pos])] if pos != p0 else []) + [(1.0, acts[q]) for q in cand[:i]]
             m.add_ge(f"first_use_min[{t},{pos}]", row, 0.0 if pos != p0 else 1.0)
         m.add_eq(f"one_first_use[{t}]", [(1.0, v) for v in fu.values()], 1.0)
-        fpos[t] = ([(float(pos), v) for pos, v in fu.items()], 0.0, cand[0], p0)
-    ask = {t: list(dict.fromkeys(ops[max(g.saved_by[t])].saves)).index(t) for t in swap}
-    hq = sorted(swap, key=lambda t: (fpos[t][3], ask[t]))
+        fpos[t] = ([(qkey(pos, t), v) for pos, v in fu.items()], 0.0, qkey(cand[0], t), qkey(p0, t))
+    hq = sorted(swap, key=lambda t: fpos[t][3])   # keys are distinct between tensors
     variable = [(a, b) for i, a in enumerate(hq) for b in hq[i + 1:]
-                if not (fpos[a][3] < fpos[b][2] or fpos[b][3] < fpos[a][2]
-                        or (fpos[a][2] == fpos[a][3] == fpos[b][2] == fpos[b][3]))]
+                if not (fpos[a][3] < fpos[b][2] or fpos[b][3] < fpos[a][2])]
     if not variable:
         for a, b in zip(hq, hq[1:], strict=False):
             m.add_ge(f"h2d_fifo[{b}]", [(1.0, h2d_start[b]), (-1.0, h2d_end[a])], 0.0)
@@ -263,7 +293,7 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
     # ---- memory ----
     if math.isfinite(B):
         _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emits, bwd_pos,
-                ready, d2h_end, Mt, B, rtype)
+                ready, d2h_end, Mt, B, rtype, tick)
 
     m.minimize([(1.0, start[opt_pos])], c.optimizer_s / tau)
     return Built(m, keep, swap, rec, issue, tau, start[opt_pos], narrowed)

@@ -152,7 +152,7 @@ def _suffix_or(m, name, events, lo, hi):
 
 
 def _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emits, bwd_pos,
-            ready, d2h_end, Mt, B, rtype):
+            ready, d2h_end, Mt, B, rtype, tick=lambda: None):
     g = problem.graph
     T, ops, n = g.tensors, g.ops, len(g.ops)
     S = len(steps)
@@ -185,6 +185,7 @@ def _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emit
 
     waits: list[list[tuple[float, int]]] = [[] for _ in range(S)]
     for t in keep:
+        tick()
         b = T[t].bytes / B
         if not b:
             continue
@@ -223,6 +224,7 @@ def _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emit
                 waits[s].append((-const_b, w))
     # regenerated tensors (re-run outputs that are RECOMPUTE or unsaved)
     for y, em in emits.items():
+        tick()
         r = rtype(y)
         if r is None or not T[y].bytes:
             continue

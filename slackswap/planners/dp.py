@@ -135,7 +135,7 @@ def _local_reruns(graph, dec, scope: set[int]) -> set[int]:
     stack = [graph.tensors[t].producer for t in dec]
     while stack:
         p = stack.pop()
-        if p in out:
+        if p is None or p in out:   # step inputs are always resident: nothing to re-run
             continue
         out.add(p)
         stack.extend(graph.tensors[x].producer for x in graph.ops[p].inputs

@@ -54,13 +54,18 @@ class MilpPlanner:
         if not (isinstance(self.mip_rel_gap, (int, float)) and 0 <= self.mip_rel_gap < 1):
             raise SlackSwapError(f"milp.mip_rel_gap: must be in [0, 1), got {self.mip_rel_gap!r}")
 
-    def build(self, problem):
+    def build(self, problem, deadline: float | None = None):
         """The built model (``.model`` has ``to_lp(path)`` / ``to_mps(path)``)."""
         from ._milp_formulation import build
 
-        return build(problem, self.allow_swap, self.allow_recompute, self.max_tree_nodes)
+        return build(problem, self.allow_swap, self.allow_recompute, self.max_tree_nodes, deadline=deadline)
 
     def plan(self, problem) -> Plan:
+        """Build, solve and check; the whole call honours ``time_limit_s`` (docs/milp.md, section 5):
+        the solver gets what is left after the build minus a reserve for the post-processing, and a
+        build that outlives the limit returns the warm start with status TIME_LIMIT."""
+        from ._milp_formulation import BuildTimeout
+
         t0 = time.perf_counter()
         self._check()
         if self.solver == "cvxpy":
@@ -68,11 +73,19 @@ class MilpPlanner:
                 import cvxpy  # noqa: F401
             except ImportError:
                 raise SlackSwapError("milp solver 'cvxpy' needs cvxpy: pip install slackswap[cvxpy]") from None
-        built = self.build(problem)
+        wall = lambda: time.perf_counter() - t0  # noqa: E731
+        limit = self.time_limit_s
+        # the post-processing (fixed-integer LP, two simulations) gets 10% of the limit
+        deadline = None if limit is None else t0 + 0.9 * limit
+        warm = self._warm(problem) if self.warm_start else None
+        try:
+            built = self.build(problem, deadline)
+        except BuildTimeout:
+            return self._fallback(problem, warm, None, None, wall,
+                                  f"time limit {limit} s reached while building the model")
         model = built.model
         if self.write_lp:
             (model.to_mps if str(self.write_lp).endswith(".mps") else model.to_lp)(self.write_lp)
-        warm = self._warm(problem) if self.warm_start else None
         start = None
         if warm is not None:
             start = {}
@@ -82,11 +95,10 @@ class MilpPlanner:
                     start[built.swap[t]] = float(d is Decision.SWAP)
                 if t in built.rec:
                     start[built.rec[t]] = float(d is Decision.RECOMPUTE)
-        res = solve(model, self.solver, time_limit_s=self.time_limit_s, mip_rel_gap=self.mip_rel_gap,
-                    threads=self.threads, seed=self.seed, start=start)
+        res = solve(model, self.solver, time_limit_s=None, mip_rel_gap=self.mip_rel_gap,
+                    threads=self.threads, seed=self.seed, start=start, deadline=deadline)
         size = model.size()
         note = "; ".join(built.narrowed)
-        wall = lambda: time.perf_counter() - t0  # noqa: E731
         if res.status == "infeasible":
             dec = warm.decisions if warm is not None else {t: Decision.KEEP for t in problem.planning_ids}
             msg = "no plan fits the budget (the MILP is infeasible)" + (f"; narrowed model: {note}" if note else "")
@@ -94,17 +106,16 @@ class MilpPlanner:
                         info=SolveInfo(Status.INFEASIBLE, wall_s=wall(), model_size=size, message=msg))
         bound = None if res.bound is None else res.bound * built.tau
         if res.x is None:
-            if warm is None:
+            if res.status != "time_limit" and warm is None:
                 return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
                             problem_key=problem.key, info=SolveInfo(Status.ERROR, wall_s=wall(), model_size=size,
                                                                     message=res.message or "no solution"))
-            r = simulate(problem, warm, detail=False)
-            obj = r.step_time_s if r.fits else None
-            return warm.with_info(status=Status.TIME_LIMIT, objective=obj, lower_bound=bound,
-                                  gap=_gap(obj, bound), wall_s=wall(), model_size=size,
-                                  message="time limit before the solver found a plan: the warm start")
-        plan, obj = self._extract(problem, built, res.x)
+            return self._fallback(problem, warm, bound, size, wall,
+                                  "time limit before the solver found a plan: the warm start")
+        plan, obj = self._extract(problem, built, res.x, None if limit is None else t0 + limit)
         r = simulate(problem, plan, detail=False)
+        if obj is None:   # no time left to polish: the simulated time (exact when duplex_factor == 1)
+            obj = r.step_time_s
         if warm is not None and res.status != "optimal":
             rw = simulate(problem, warm, detail=False)
             if rw.fits and (not r.fits or rw.step_time_s < r.step_time_s):
@@ -128,7 +139,18 @@ class MilpPlanner:
         return plan.with_info(status=status, objective=obj, lower_bound=bound, gap=_gap(obj, bound),
                               wall_s=wall(), model_size=size, message="; ".join(msgs))
 
-    def _extract(self, problem, built, xval):
+    def _fallback(self, problem, warm, bound, size, wall, message):
+        """TIME_LIMIT with the warm start (or ERROR when there is none)."""
+        if warm is None:
+            return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
+                        problem_key=problem.key, info=SolveInfo(Status.ERROR, wall_s=wall(), model_size=size or {},
+                                                                message=message + "; no warm start"))
+        r = simulate(problem, warm, detail=False)
+        obj = r.step_time_s if r.fits else None
+        return warm.with_info(status=Status.TIME_LIMIT, objective=obj, lower_bound=bound, gap=_gap(obj, bound),
+                              wall_s=wall(), model_size=size or {}, message=message)
+
+    def _extract(self, problem, built, xval, deadline=None):
         dec, issue = {}, {}
         for t in problem.planning_ids:
             if t in built.swap and xval[built.swap[t]] > 0.5:
@@ -141,10 +163,10 @@ class MilpPlanner:
             if xval[col] > 0.5 and dec[t] is Decision.SWAP:
                 issue[t] = k
         plan = Plan(dec, issue_points=issue, planner=self.name, params=self.params, problem_key=problem.key)
-        obj = self._polish(built, xval) * built.tau
-        return plan, obj
+        obj = self._polish(built, xval, deadline)
+        return plan, None if obj is None else obj * built.tau
 
-    def _polish(self, built, xval) -> float:
+    def _polish(self, built, xval, deadline=None) -> float | None:
         """Fix the integer columns and re-solve the LP: the tight (max-plus) times of the plan."""
         from ._milp_backends import solve_highs
 
@@ -156,11 +178,11 @@ class MilpPlanner:
                     v = float(round(xval[i]))
                     m.lb[i] = m.ub[i] = v
                     m.integer[i] = False
-            res = solve_highs(m)
+            res = solve_highs(m, deadline=deadline)
         finally:
             m.lb, m.ub, m.integer = saved
-        if res.objective is None:
-            return m.objective_value(xval)
+        if res.status != "optimal":
+            return None if res.status == "time_limit" else m.objective_value(xval)
         return res.objective
 
     def _warm(self, problem):
