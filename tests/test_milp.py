@@ -284,3 +284,17 @@ def test_highs_partial_start_does_not_mislead_the_solver():
         assert mp.info.objective == pytest.approx(15.0, rel=1e-9)
         assert mp.info.lower_bound == pytest.approx(15.0, rel=1e-6)
         assert simulate(p, mp).step_time_s == pytest.approx(15.0, rel=1e-9)
+
+
+def test_beyond_the_exact_model_reports_a_certified_gap():
+    """Full-size problems: no exact model; the warm start with the PCIe-capacity bound and gap."""
+    p = Problem.build("gpt2-xl", "a100-80gb", 0.5)
+    plan = planners.get("milp", time_limit_s=60).plan(p)
+    r = simulate(p, plan, detail=False)
+    assert plan.info.status is Status.FEASIBLE and r.fits
+    assert plan.info.objective == r.step_time_s
+    assert p.ideal_step_s < plan.info.lower_bound <= r.step_time_s
+    assert plan.info.gap == pytest.approx((r.step_time_s - plan.info.lower_bound) / r.step_time_s)
+    assert "max_exact_tensors=40" in plan.info.message and "capacity" in plan.info.message
+    with pytest.raises(SlackSwapError, match="max_exact_tensors"):
+        planners.get("milp", max_exact_tensors=-1).plan(p)

@@ -28,29 +28,41 @@ _REL = 1e-6
 @register("milp")
 class MilpPlanner:
     """``milp(solver="highs", time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
-    warm_start=True, write_lp=None, allow_swap=True, allow_recompute=True, max_tree_nodes=4000)``."""
+    warm_start=True, write_lp=None, allow_swap=True, allow_recompute=True, max_tree_nodes=4000,
+    max_exact_tensors=40)``.
+
+    Problems with more than ``max_exact_tensors`` planning tensors are beyond the exact formulation
+    (it grows exponentially along residual streams, docs/milp.md): the planner then returns the warm
+    start with status FEASIBLE, the certified lower bound of ``slackswap.bounds`` and the gap
+    between them, and says so in ``info.message``."""
 
     name = "milp"
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
 
     def __init__(self, solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-9,
                  threads: int | None = None, seed: int = 0, warm_start: bool = True, write_lp=None,
-                 allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000):
+                 allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
+                 max_exact_tensors: int = 40):
         self.solver, self.time_limit_s, self.mip_rel_gap = solver, time_limit_s, mip_rel_gap
         self.threads, self.seed, self.warm_start, self.write_lp = threads, seed, warm_start, write_lp
         self.allow_swap, self.allow_recompute, self.max_tree_nodes = allow_swap, allow_recompute, max_tree_nodes
+        self.max_exact_tensors = max_exact_tensors
 
     @property
     def params(self) -> dict:
         return {"solver": self.solver, "time_limit_s": self.time_limit_s, "mip_rel_gap": self.mip_rel_gap,
                 "threads": self.threads, "seed": self.seed, "warm_start": self.warm_start,
-                "allow_swap": self.allow_swap, "allow_recompute": self.allow_recompute}
+                "allow_swap": self.allow_swap, "allow_recompute": self.allow_recompute,
+                "max_exact_tensors": self.max_exact_tensors}
 
     def _check(self):
         if self.solver not in BACKENDS:
             raise SlackSwapError(f"milp.solver: must be one of {', '.join(BACKENDS)}; got {self.solver!r}")
         if self.time_limit_s is not None and not (isinstance(self.time_limit_s, (int, float)) and self.time_limit_s > 0):
             raise SlackSwapError(f"milp.time_limit_s: must be a positive number of seconds or None, got {self.time_limit_s!r}")
+        if isinstance(self.max_exact_tensors, bool) or not isinstance(self.max_exact_tensors, int) \
+                or self.max_exact_tensors < 0:
+            raise SlackSwapError(f"milp.max_exact_tensors: must be an int >= 0, got {self.max_exact_tensors!r}")
         if not (isinstance(self.mip_rel_gap, (int, float)) and 0 <= self.mip_rel_gap < 1):
             raise SlackSwapError(f"milp.mip_rel_gap: must be in [0, 1), got {self.mip_rel_gap!r}")
 
@@ -78,6 +90,8 @@ class MilpPlanner:
         # the post-processing (fixed-integer LP, two simulations) gets 10% of the limit
         deadline = None if limit is None else t0 + 0.9 * limit
         warm = self._warm(problem) if self.warm_start else None
+        if len(problem.planning_ids) > self.max_exact_tensors:
+            return self._beyond_exact(problem, warm, wall)
         try:
             built = self.build(problem, deadline)
         except BuildTimeout:
@@ -138,6 +152,30 @@ class MilpPlanner:
             bound = obj if bound is None else bound
         return plan.with_info(status=status, objective=obj, lower_bound=bound, gap=_gap(obj, bound),
                               wall_s=wall(), model_size=size, message="; ".join(msgs))
+
+    def _beyond_exact(self, problem, warm, wall):
+        """Too large for the exact model: the warm start, judged, with a certified bound and gap."""
+        from ..bounds import lower_bound
+
+        n = len(problem.planning_ids)
+        if warm is None:
+            warm = self._warm(problem)
+        bound, how = lower_bound(problem, lp_max_tensors=0)
+        msg = (f"{n} planning tensors > max_exact_tensors={self.max_exact_tensors}: exact model not built; "
+               f"incumbent = the warm start (slack, or keep-all / recompute-all), bound = {how}")
+        if warm is None:
+            return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
+                        problem_key=problem.key, info=SolveInfo(Status.INFEASIBLE, lower_bound=bound, wall_s=wall(),
+                                                                message=msg + "; no warm start fits"))
+        r = simulate(problem, warm, detail=False)
+        if not (r.feasible and r.fits):
+            return warm.with_info(status=Status.INFEASIBLE, objective=None, lower_bound=bound, gap=None,
+                                  wall_s=wall(), message=msg + "; the incumbent does not fit")
+        plan = Plan(warm.decisions, issue_points=warm.issue_points, d2h_order=warm.d2h_order,
+                    planner=self.name, params=self.params, problem_key=problem.key)
+        obj = r.step_time_s
+        return plan.with_info(status=Status.FEASIBLE, objective=obj, lower_bound=bound, gap=_gap(obj, bound),
+                              wall_s=wall(), message=msg)
 
     def _fallback(self, problem, warm, bound, size, wall, message):
         """TIME_LIMIT with the warm start (or ERROR when there is none)."""
