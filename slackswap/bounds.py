@@ -22,8 +22,33 @@
        E >= min  sigma + sum_p c_p r_p   s.t.  sum_p B_p r_p + bw (T_s + sigma [+ sum_p c_p r_p])
                                                  >= A(s) - budget,   0 <= r_p <= 1, sigma >= 0,
 
-   a fractional knapsack solved exactly by sorting. Latencies, issue points, the duplex factor and
-   every other step only make plans slower, so dropping them keeps the bound valid.
+   a fractional knapsack solved exactly by sorting (``T_s - T_j`` with ``T_j`` replaced by the end
+   ``E_j = T_{j+1} + sigma_j`` of op ``j``, after which the outputs of ops ``>= j`` are copied).
+
+   **3b. Joint LP** (scipy HiGHS, sparse, O(ops + planning tensors) rows): the same constraints at
+   every step at once, with the variables a plan really shares between steps. Every plan maps to
+   a feasible point of equal or lower objective, so the LP optimum is a bound:
+
+   - ``r_p in [0, 1]``: op ``p`` is re-run in the backward pass (cost ``c_p``; each op is re-run at
+     most once, docs/timeline.md 3); ``r_p <= r_q`` when ``q`` produces an unsaved input of ``p``;
+   - ``x_t <= r_{producer(t)}``: recomputable planning tensor ``t`` is decided RECOMPUTE (its
+     producer must be re-run, every planning tensor is needed in the backward pass);
+   - ``sigma_k`` (cumulative, non-decreasing): forward stall before step ``k``, so ``S_k = T_k +
+     sigma_k`` and op ``j`` ends at ``E_j = T_{j+1} + sigma_j``; at the first backward step ``S =
+     T_n + sigma_n + rho``, ``rho <= sum_p c_p r_p`` (the recompute run before it);
+   - ``R_k = sum x_t b_t`` over tensors whose forward use ended before step ``k`` (freed there);
+   - ``W_k``: bytes of swapped sources released by ``S_k``. A source is released only after its
+     copy, and the copies of the outputs of ops ``>= j`` start after ``E_j`` on one serial engine (in
+     any ``d2h_order``) of rate ``bw``: ``W_k <= (P_j - X_j) + bw (S_k - E_j)`` for every ``j < k``, where ``P_j`` is the
+     swappable planning bytes produced by ops ``< j`` and ``X_j`` those of them decided RECOMPUTE
+     (a tensor is swapped or recomputed, not both); kept O(n) by a running minimum ``M_k``;
+   - memory at every step with ``A(k) > budget``: ``R_k + W_k >= A(k) - budget`` and ``R_k + W_k
+     <=`` the planning bytes freeable there;
+   - objective ``sigma_n + sum_p c_p r_p <= E``.
+
+   ``bw`` is the largest ``b / d2h_s`` over swappable tensors (``d2h_s = latency + b / rate``, so
+   per-copy latency only lowers the rate). Steps after the last one with ``A(k) > budget`` are
+   dropped (any subset of constraints keeps a relaxation). It is solved to HiGHS's tolerance (1e-7 on scaled rows), so the optimum is shaved by that much.
 
 ``gap(problem, result) = (step - bound) / step`` (the MIP-gap convention, 0 = proven optimal).
 """
@@ -85,45 +110,47 @@ def capacity_bound(problem) -> float:
     g, c = problem.graph, problem.costs
     n = len(g.ops)
     planning = [g.tensors[t] for t in problem.planning_ids]
-    keep = compile_schedule(g, {t.id: Decision.KEEP for t in planning}).static_memory()
-    bw = max(b / s for b, s in ((t.bytes, c.d2h_s[t.id]) for t in planning if c.d2h_s[t.id] > 0)) \
-        if any(c.d2h_s[t.id] > 0 for t in planning) else math.inf
+    keep = compile_schedule(g, {t.id: Decision.KEEP for t in planning}).static_memory()[:n + 1]
+    need = keep.astype(float) - budget
+    if n == 0 or not (need > 0).any():
+        return float(problem.ideal_step_s)
+    bw = _bandwidth(planning, c)
     cost = np.asarray(c.fwd_s, dtype=float)
-    t_before = np.concatenate([[0.0], np.cumsum(cost)])   # forward time before step j
-    freed = np.zeros(n)                      # B_p: recomputable planning bytes of op p whose use is over
-    out = np.zeros(n)                        # swappable planning bytes of op p whose use is over
-    by_last_use: dict[int, list] = {}
+    t_before = np.concatenate([[0.0], np.cumsum(cost)])       # T_k: forward time before step k
+    saved_last = set(g.ops[n - 1].saves)
+    rec = np.zeros((n + 1, n))      # rec[k, p]: recomputable bytes of op p that step k need not hold
+    swp = np.zeros(n + 1)           # swappable bytes that step k need not hold
+    out = np.zeros(n)               # swappable planning bytes produced by op p
     for t in planning:
-        by_last_use.setdefault(g.last_forward_use(t.id), []).append(t)
-    cands: list[tuple[float, float, object, bool]] = []   # (greedy bound, need, B_p, backward)
-    for k in range(n + 1):                   # forward steps 0..n-1, then the first backward step
-        if k == n:
-            saved_last = set(g.ops[n - 1].saves)
-            freed, out = np.zeros(n), np.zeros(n)
-            for t in planning:
-                if t.id not in saved_last:
-                    freed[t.producer] += t.bytes if t.recomputable else 0
-                    out[t.producer] += t.bytes if t.swappable else 0
-        # copies released by step k: a tensor produced by op j-1 or later is copied after T_j, so
-        # released <= min_j (bytes produced before j + bw (T_k - T_j))  (+ bw * stall, in the knapsack)
-        kk = min(k, n)
-        produced = np.concatenate([[0.0], np.cumsum(out[:kk])])
-        released = float(np.min(produced + bw * (t_before[kk] - t_before[:kk + 1]))) if math.isfinite(bw) \
-            else float(produced[-1])
-        need = float(keep[k]) - budget - released
-        if need > 0:
-            cands.append((_knapsack(need, freed, cost, bw, backward=(k == n)), need, freed.copy(), k == n))
-        if k < n:
-            for t in by_last_use.get(k, ()):
-                freed[t.producer] += t.bytes if t.recomputable else 0
-                out[t.producer] += t.bytes if t.swappable else 0
-    extra = max((x[0] for x in cands), default=0.0)
-    # the same knapsack with re-run prerequisites (an op can only be re-run after the producers of
-    # its unsaved inputs), as an LP at the few steps where the plain knapsack is largest
+        k = g.last_forward_use(t.id) + 1                       # first step past its forward use
+        if t.swappable:
+            out[t.producer] += t.bytes
+        for lo, hi in ((k, n), (n, n + 1)) if t.id not in saved_last else ((k, n),):
+            if t.recomputable:
+                rec[lo:hi, t.producer] += t.bytes
+            if t.swappable:
+                swp[lo:hi] += t.bytes
+    produced = np.concatenate([[0.0], np.cumsum(out)])          # P_j: produced by ops < j
+    extra = 0.0
+    for k in np.nonzero(need > 0)[0]:     # the per-step fractional knapsack (closed form, fast)
+        win = t_before[k] - t_before[1:k + 1]                   # S_k - E_j at zero stall, j < k
+        rel = min(float(swp[k]), float(np.min(produced[:k] + bw * win))) if k and math.isfinite(bw) \
+            else (float(swp[k]) if not math.isfinite(bw) else 0.0)
+        if need[k] - rel > 0:
+            extra = max(extra, _knapsack(need[k] - rel, rec[k], cost, bw, backward=(k == n)))
     pre = _prerequisites(g, {t.id for t in planning})
-    for _, need, freed_k, backward in sorted(cands, key=lambda x: -x[0])[:4]:
-        extra = max(extra, _knapsack_lp(need, freed_k, cost, bw, backward, pre))
-    return float(problem.ideal_step_s) + extra
+    lp = _joint_lp(need, [(t.bytes, t.producer, g.last_forward_use(t.id) + 1, t.swappable, t.recomputable,
+                           t.id in saved_last) for t in planning], produced, cost, t_before, bw, pre)
+    return float(problem.ideal_step_s) + max(extra, lp)
+
+
+def _bandwidth(planning, c) -> float:
+    """Bytes per second the D2H engine can move at best: the largest ``b / d2h_s`` over swappable
+    tensors (a copy of ``b`` bytes takes ``latency + b / bw``, so big copies are the fastest)."""
+    rates = [t.bytes / c.d2h_s[t.id] for t in planning if t.swappable and c.d2h_s[t.id] > 0]
+    if any(t.swappable and t.bytes > 0 and c.d2h_s[t.id] <= 0 for t in planning):
+        return math.inf
+    return max(rates, default=0.0)
 
 
 def _knapsack(need: float, freed, cost, bw: float, backward: bool) -> float:
@@ -147,7 +174,7 @@ def _knapsack(need: float, freed, cost, bw: float, backward: bool) -> float:
             return total + need / dp
         total += cp
         need -= gp
-    return total + (need / bw if math.isfinite(bw) and bw > 0 else math.inf)
+    return total + (need / bw if bw > 0 else math.inf)
 
 
 def _prerequisites(graph, planning: set[int]) -> list[tuple[int, int]]:
@@ -162,30 +189,95 @@ def _prerequisites(graph, planning: set[int]) -> list[tuple[int, int]]:
     return out
 
 
-def _knapsack_lp(need, freed, cost, bw, backward, pre) -> float:
-    """``_knapsack`` with ``r_q >= r_p`` for every prerequisite pair, solved by HiGHS (scipy)."""
+def _joint_lp(need, tensors, produced, cost, t_before, bw: float, pre) -> float:
+    """The joint LP of the module docstring (item 3b), solved by HiGHS (scipy). ``tensors``: one
+    ``(bytes, producer, first step past its forward use, swappable, recomputable, saved by the last
+    op)`` per planning tensor. Returns the least extra time in seconds (shaved for float safety),
+    or 0.0 when the solver proves no optimum."""
     import numpy as np
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix
 
     n = len(cost)
-    gain = freed + (bw * cost if backward else 0.0)
-    # variables: r_0..r_{n-1}, sigma
-    obj = np.append(cost, 1.0)
-    rows, cols, vals = [0] * (2 * n + 2), [], []
-    rows = []
-    for i in range(n):
-        rows.append(0), cols.append(i), vals.append(-gain[i])
-    rows.append(0), cols.append(n), vals.append(-bw)
-    for j, (p, q) in enumerate(pre, start=1):
-        rows += [j, j]
-        cols += [p, q]
-        vals += [1.0, -1.0]
-    a = coo_matrix((vals, (rows, cols)), shape=(len(pre) + 1, n + 1)).tocsr()
-    b = np.zeros(len(pre) + 1)
-    b[0] = -need
-    res = linprog(obj, A_ub=a, b_ub=b, bounds=[(0, 1)] * n + [(0, None)], method="highs")
+    last = int(np.nonzero(need > 0)[0].max())           # steps after the last tight one are free
+    m = last + 1
+    b0 = float(need.max())                             # scale: bytes / b0, seconds / t0
+    t0 = float(t_before[n]) if t_before[n] > 0 else 1.0
+    timed = math.isfinite(bw)
+    w = bw * t0 / b0 if timed else 0.0
+    rec = [i for i, t in enumerate(tensors) if t[4]]
+    xi = {i: j for j, i in enumerate(rec)}
+    # variables: r_p (n) | x_t (recomputable) | sigma_k, R_k, W_k, M_k, X_k (m each) | rho
+    x0 = n
+    sig = x0 + len(rec)
+    big_r, big_w, big_m, big_x, rho = sig + m, sig + 2 * m, sig + 3 * m, sig + 4 * m, sig + 5 * m
+    nv = rho + 1
+    ub: tuple[list, list, list, list] = ([], [], [], [])
+    eq: tuple[list, list, list, list] = ([], [], [], [])
+
+    def row(mat, entries, b):
+        i = len(mat[3])
+        for j, v in entries:
+            mat[0].append(i), mat[1].append(j), mat[2].append(v)
+        mat[3].append(b)
+
+    by_elig: dict[int, list[int]] = {}
+    by_prod: dict[int, list[int]] = {}
+    for i in rec:
+        b, p, e, sw, _, ex = tensors[i]
+        row(ub, [(x0 + xi[i], 1.0), (p, -1.0)], 0.0)                # x_t <= r_p
+        if e < n:
+            by_elig.setdefault(e, []).append(x0 + xi[i])
+        elif not ex:
+            by_elig.setdefault(n, []).append(x0 + xi[i])
+        if sw:
+            by_prod.setdefault(p + 1, []).append(x0 + xi[i])
+    size = {x0 + xi[i]: tensors[i][0] / b0 for i in rec}
+    ex_n = [x0 + xi[i] for i in rec if tensors[i][5] and tensors[i][2] < n]
+    free_cap = np.zeros(m)          # bytes of planning tensors that step k need not hold
+    for b, _, e, sw, rc, ex in tensors:
+        if sw or rc:       # (the last op's saves are resident at the first backward step)
+            free_cap[e:min(n, m) if ex else m] += b / b0
+    for k in range(m):
+        # R_k = R_{k-1} + recompute-decided bytes whose forward use ended at k - 1 (equality)
+        ent = [(big_r + k, 1.0)] + ([(big_r + k - 1, -1.0)] if k else [])
+        ent += [(v, -size[v]) for v in by_elig.get(k, ())]
+        if k == n:
+            ent += [(v, size[v]) for v in ex_n]
+        row(eq, ent, 0.0)
+        # X_k = recompute-decided swappable bytes produced by ops < k (equality)
+        ent = [(big_x + k, 1.0)] + ([(big_x + k - 1, -1.0)] if k else [])
+        row(eq, ent + [(v, -size[v]) for v in by_prod.get(k, ())], 0.0)
+        if need[k] > 0:                                  # R_k + W_k >= need_k
+            row(ub, [(big_r + k, -1.0), (big_w + k, -1.0)], -need[k] / b0)
+        row(ub, [(big_r + k, 1.0), (big_w + k, 1.0)], free_cap[k])   # disjoint byte sets
+        if k:
+            row(ub, [(sig + k - 1, 1.0), (sig + k, -1.0)], 0.0)    # sigma is cumulative
+        if timed and k:
+            # M_k <= M_{k-1};  M_k <= (P_{k-1} - X_{k-1}) - bw E_{k-1},  E_{k-1} = T_k + sigma_{k-1}
+            if k > 1:
+                row(ub, [(big_m + k, 1.0), (big_m + k - 1, -1.0)], 0.0)
+            row(ub, [(big_m + k, 1.0), (big_x + k - 1, 1.0), (sig + k - 1, w)],
+                (produced[k - 1] - bw * t_before[k]) / b0)
+            # W_k <= M_k + bw S_k,  S_k = T_k + sigma_k (+ rho at the first backward step)
+            ent = [(big_w + k, 1.0), (big_m + k, -1.0), (sig + k, -w)] + ([(rho, -w)] if k == n else [])
+            row(ub, ent, bw * t_before[k] / b0)
+        elif not timed and k:
+            row(ub, [(big_w + k, 1.0), (big_x + k, 1.0)], produced[k] / b0)
+    if last == n:                                       # rho <= sum_p c_p r_p
+        row(ub, [(rho, 1.0)] + [(p, -cost[p] / t0) for p in range(n) if cost[p] > 0], 0.0)
+    for p, q in pre:                                    # r_p <= r_q
+        row(ub, [(p, 1.0), (q, -1.0)], 0.0)
+    obj = np.zeros(nv)
+    obj[:n] = cost / t0
+    obj[sig + last] = 1.0
+    bounds = [(0.0, 1.0)] * (n + len(rec)) + [(0.0, None)] * m + [(None, None)] * m \
+        + [(0.0, None)] * m + [(None, None)] * (2 * m) + [(0.0, None)]
+    a_ub = coo_matrix((ub[2], (ub[0], ub[1])), shape=(len(ub[3]), nv)).tocsr()
+    a_eq = coo_matrix((eq[2], (eq[0], eq[1])), shape=(len(eq[3]), nv)).tocsr()
+    res = linprog(obj, A_ub=a_ub, b_ub=np.asarray(ub[3]), A_eq=a_eq, b_eq=np.asarray(eq[3]),
+                  bounds=bounds, method="highs")
     if res.status != 0:
         return 0.0
-    # the dual bound of an LP solved to optimality equals its objective; shave for float safety
-    return max(0.0, float(res.fun) * (1 - 1e-9))
+    # HiGHS solves to a 1e-7 feasibility tolerance on the scaled rows: shave that much
+    return max(0.0, (float(res.fun) - 1e-7) * t0 * (1 - 1e-9))
