@@ -198,3 +198,38 @@ def test_memory_prefilter_never_prunes_a_fitting_plan(seed):
         elif r.feasible:
             assert r.fits
     assert pruned > 0   # measured: 23..40 of 40 plans pruned per seed
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_keep_greedy_savings_match_the_closure_definition(seed):
+    """``_State.saving`` (local pass over dropped ops) equals the drop in forward seconds of the
+    union of re-run closures (docs/timeline.md section 3) when a unit is kept, on random DAGs and
+    random recompute sets, and ``keep`` leaves the state equal to a fresh one."""
+    import random
+
+    from slackswap.planners._slack_improve import rerun_closure
+    from slackswap.planners._slack_keep import _State
+
+    g = random_dag(seed, n_ops=12, p_extra_input=0.5, p_save=0.5)
+    p = Problem(g, CostModel.unit(g))
+    planning = set(p.planning_ids)
+    fwd = [1.0 + 0.1 * i for i in range(len(g.ops))]
+    rng = random.Random(seed)
+
+    def union(rec):
+        ops: set[int] = set()
+        for t in rec:
+            ops |= rerun_closure(g, t, rec, planning)
+        return sum(fwd[o] for o in ops)
+
+    rec = {t for t in planning if rng.random() < 0.7}
+    st = _State(g, rec, planning, fwd)
+    checked = 0
+    while st.rec:
+        unit = tuple(rng.sample(sorted(st.rec), min(len(st.rec), rng.choice((1, 2)))))
+        rest = st.rec - set(unit)
+        assert st.saving(unit) == pytest.approx(union(st.rec) - union(rest), abs=1e-12)
+        st.keep(unit)
+        assert st.U == _State(g, rest, planning, fwd).U
+        checked += 1
+    assert checked >= 1 or not rec

@@ -81,6 +81,11 @@ class Fifo:
         ends[i:i + len(new) - 1] = new
         return True
 
+    def copy(self) -> Fifo:
+        f = Fifo()
+        f.items, f.ends = list(self.items), list(self.ends)
+        return f
+
     def last_end(self) -> float:
         return self.ends[-1] if self.ends else 0.0
 

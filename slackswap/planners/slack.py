@@ -15,6 +15,10 @@ recompute the rest. The algorithm, step by step (``SlackPlanner.plan``):
 3. **Recompute pass** (paper: recompute the rest): lazy greedy on the *marginal* rebuild seconds
    per byte, i.e. the forward time of the ops the tensor adds to the union of re-run ops of the
    recomputes chosen so far (a swapped input comes back by H2D and stops the cascade).
+   **Keep pass** (beyond the paper; the candidates marked ``keep``, ``_slack_keep.py``): the
+   reverse greedy instead, everything the swap pass left recomputed, then tensors, op output
+   groups and op frontiers kept back by exact re-run seconds saved per byte, each copied out
+   when the D2H FIFO still has room, else kept while the eviction can spare its bytes.
 4. **Reclaim** (beyond the paper): copy time the swap pass left (gaps too short for its
    candidates) goes to the costliest recomputes, then to kept tensors; recomputes the eviction
    no longer needs are kept again, costliest first.
@@ -22,7 +26,8 @@ recompute the rest. The algorithm, step by step (``SlackPlanner.plan``):
    packing the copy engine largest tensor first (``order="size"``: fewer idle gaps between
    copies, measured better on 5 of the 18 model x budget settings); in hybrid mode the
    recompute-only greedy (no slack spent), so hybrid is never worse than recompute_only by
-   construction. Identical candidates are judged once.
+   construction; each slack candidate also with the keep pass. Identical candidates are judged
+   once.
 6. **Evict-more loop** (beyond the paper): the simulator judges each candidate; while it does not
    fit, more tensors are recomputed (in chunks that double), or swapped when nothing is left to
    recompute (swap_only). The fastest fitting candidate wins.
@@ -52,6 +57,7 @@ import time
 from ..errors import SlackSwapError
 from ..plan import Decision
 from ._slack_improve import Fifo, Judge, issue_points, local_search, rerun_closure
+from ._slack_keep import keep_greedy
 from .base import Tags, make_plan, register
 
 ORDERS = ("rebuild_per_byte", "size", "position")
@@ -137,6 +143,10 @@ class SlackPlanner:
         cands = [self._greedy(prof, 1.0, self.order)]
         if self.pack and self.order != "size" and self.mode != "recompute_only":
             cands.append(self._greedy(prof, 1.0, "size"))   # packing by size (see module doc)
+        if self.mode != "swap_only":
+            cands += [self._greedy(prof, 1.0, self.order, keep=True)]
+            if self.pack and self.order != "size" and self.mode != "recompute_only":
+                cands.append(self._greedy(prof, 1.0, "size", keep=True))
         if self.mode == "hybrid":
             # 0.0 = no slack spent: the recompute_only greedy, so that without local search
             # hybrid is never worse than recompute_only (by construction)
@@ -156,7 +166,7 @@ class SlackPlanner:
                          message=f"{judge.calls} simulations, {judge.pruned} pruned")
 
     # ------------------------------------------------------------ greedy
-    def _greedy(self, prof: _Profile, slack_scale: float, order: str) -> dict:
+    def _greedy(self, prof: _Profile, slack_scale: float, order: str, keep: bool = False) -> dict:
         """One greedy pass: regenerate cheap tensors, spend the slack on swaps (in ``order``),
         recompute the rest. ``slack_scale`` scales the D2H deadline (1.0 = end of the forward
         pass, 0.0 = no swap: the recompute_only greedy)."""
@@ -168,10 +178,40 @@ class SlackPlanner:
         if self.mode != "recompute_only" and left > 0:
             left = self._spend_slack(prof, dec, evicted, left, deadline, fifo, order)
         if left > 0 and self.mode != "swap_only":
-            self._recompute(prof, dec, evicted, left, prof.body_for(self.keep_tail))
+            if keep:
+                self._keep_pass(prof, dec, evicted, left, deadline, fifo)
+            else:
+                self._recompute(prof, dec, evicted, left, prof.body_for(self.keep_tail))
             if self.mode == "hybrid" and slack_scale > 0:
                 self._reclaim(prof, dec, deadline, fifo)
         return dec
+
+    def _keep_pass(self, prof: _Profile, dec, evicted, need: float, deadline: float, fifo: Fifo) -> None:
+        """Step 3b: every tensor the swap pass left recomputed, then units kept back best first
+        (``keep_greedy``), each copied out under the forward pass when the D2H FIFO still meets
+        ``deadline`` (``fifo`` is updated), else kept while the eviction can spare its bytes."""
+        box = [fifo.copy()]
+        pool = [t for t in prof.body_for(self.keep_tail) if t not in evicted and prof.recomputable[t]]
+
+        def place(unit, spare):
+            if self.mode == "recompute_only":
+                return None
+            big = [t for t in unit if prof.swappable[t] and prof.bytes[t] >= self.min_swap_bytes]
+            if not big or sum(prof.bytes[t] for t in unit if t not in big) > spare:
+                return None
+            f = box[0].copy()
+            if all(f.insert(prof.item[t], deadline) for t in big):
+                box[0] = f
+                return big
+            return None
+
+        rec, swapped = keep_greedy(prof.graph, prof.fwd, prof.pset, pool, prof.bytes, need, place)
+        for t in rec:
+            dec[t] = R
+        for t in swapped:
+            dec[t] = S
+        evicted |= rec | swapped
+        fifo.items, fifo.ends = box[0].items, box[0].ends
 
     def _swap_order(self, prof: _Profile, pool, order: str | None = None) -> list[int]:
         key = {"rebuild_per_byte": lambda t: (-prof.rpb[t], t), "size": lambda t: (-prof.bytes[t], t),
