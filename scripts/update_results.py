@@ -109,6 +109,16 @@ def main() -> None:
                  "simulated step on the analytical cost model (docs/hardware.md).\n"]
         parts += [f"<!-- sweep:{n} -->\n{found[n]}<!-- /sweep -->\n" for n in SWEEPS if n in found]
         doc.write_text("\n".join(parts))
+        # the README carries every ablation table too, folded (one <details> block per sweep file)
+        folded = []
+        for n in SWEEPS:
+            if n in found and n != "optimality_gap":
+                title = found[n].splitlines()[0].removeprefix("### ")
+                folded.append(f"<details><summary>{title}</summary>\n\n{found[n].split(chr(10), 1)[1].strip()}\n\n</details>\n")
+        readme = ROOT / "README.md"
+        block = "<!-- ablations:start -->\n" + "\n".join(folded) + "<!-- ablations:end -->"
+        readme.write_text(re.sub(r"<!-- ablations:start -->.*?<!-- ablations:end -->", lambda _, b=block: b,
+                                 readme.read_text(), flags=re.S))
 
 
 if __name__ == "__main__":
