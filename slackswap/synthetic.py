@@ -66,3 +66,35 @@ def random_dag(seed: int, n_ops: int = 6, max_bytes: int = 4, p_save: float = 0.
         tensors.append(Tensor(i + 1, f"t{i + 1}", int(rng.integers(1, max_bytes + 1)), i))
         ops.append(Op(i, f"op{i}", i, "matmul", inputs=tuple(ins), outputs=(i + 1,), saves=saves))
     return Graph(name or f"random{seed}", tuple(ops), tuple(tensors))
+
+
+def mixed_dag(seed: int, n_ops: int = 6) -> Graph:
+    """A richer random DAG for oracle tests: 1-2 outputs per op (some masks, without gradients),
+    1-3 inputs in random order (residual edges, the step input too), a random subset of inputs
+    and outputs saved in random order, some workspaces, some tensors neither recomputable nor
+    swappable. Seeded: the same ``seed`` gives the same graph."""
+    rng = np.random.default_rng(seed)
+    tensors = [Tensor(0, "in", int(rng.integers(0, 3)), None, kind="input")]
+    ops = []
+    for i in range(n_ops):
+        ins = [tensors[-1].id]
+        for _ in range(int(rng.integers(0, 3))):
+            e = int(rng.choice([t.id for t in tensors]))
+            if e not in ins:
+                ins.append(e)
+        rng.shuffle(ins)
+        outs = []
+        for k in range(1 + int(rng.random() < 0.3)):
+            tid = len(tensors)
+            kind = "mask" if k == 1 and rng.random() < 0.5 else "activation"
+            tensors.append(Tensor(tid, f"t{tid}", int(rng.integers(1, 5)), i, kind=kind,
+                                  recomputable=bool(rng.random() < 0.9), swappable=bool(rng.random() < 0.9)))
+            outs.append(tid)
+        cand = [t for t in ins if tensors[t].producer is not None or rng.random() < 0.5] + \
+               [o for o in outs if rng.random() < 0.2]
+        saves = [t for t in cand if rng.random() < 0.7]
+        rng.shuffle(saves)
+        ws = int(rng.integers(0, 3)) if rng.random() < 0.3 else 0
+        ops.append(Op(i, f"op{i}", i, "matmul", inputs=tuple(ins), outputs=tuple(outs), saves=tuple(saves),
+                      workspace_bytes=ws))
+    return Graph(f"mixed{seed}", tuple(ops), tuple(tensors))

@@ -3,7 +3,6 @@
 import dataclasses
 import math
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,38 +10,7 @@ from test_milp import CASES, _case
 
 from slackswap import CostModel, Problem, planners, simulate
 from slackswap.bounds import capacity_bound, gap, lower_bound
-from slackswap.graph import Graph, Op, Tensor
-from slackswap.synthetic import chain, random_dag, residual_block
-
-
-def _mixed_dag(seed, n_ops):
-    """Random DAG (the idea of tests/test_milp.py): 1-2 outputs per op (some masks), 1-3 inputs
-    (residual edges), a random subset of inputs and outputs saved, workspaces, some tensors not
-    recomputable or not swappable."""
-    rng = np.random.default_rng(seed)
-    tensors = [Tensor(0, "in", int(rng.integers(0, 3)), None, kind="input")]
-    ops = []
-    for i in range(n_ops):
-        ins = [tensors[-1].id]
-        for _ in range(int(rng.integers(0, 3))):
-            e = int(rng.choice([t.id for t in tensors]))
-            if e not in ins:
-                ins.append(e)
-        outs = []
-        for k in range(1 + int(rng.random() < 0.4)):
-            tid = len(tensors)
-            kind = "mask" if k == 1 and rng.random() < 0.5 else "activation"
-            tensors.append(Tensor(tid, f"t{tid}", int(rng.integers(1, 6)), i, kind=kind,
-                                  recomputable=bool(rng.random() < 0.85),
-                                  swappable=bool(rng.random() < 0.85)))
-            outs.append(tid)
-        cand = [t for t in ins if tensors[t].producer is not None or rng.random() < 0.5] + \
-               [o for o in outs if rng.random() < 0.2]
-        saves = [t for t in cand if rng.random() < 0.7]
-        ws = int(rng.integers(0, 3)) if rng.random() < 0.3 else 0
-        ops.append(Op(i, f"op{i}", i, "matmul", inputs=tuple(ins), outputs=tuple(outs),
-                      saves=tuple(saves), workspace_bytes=ws))
-    return Graph(f"mixed{seed}", tuple(ops), tuple(tensors))
+from slackswap.synthetic import chain, mixed_dag, random_dag, residual_block
 
 
 @st.composite
@@ -56,7 +24,7 @@ def small_problems(draw):
     elif kind == "res":
         g = residual_block(tuple(draw(st.integers(1, 5)) for _ in range(4)))
     else:
-        g = _mixed_dag(draw(st.integers(0, 10**6)), draw(st.integers(3, 6)))
+        g = mixed_dag(draw(st.integers(0, 10**6)), draw(st.integers(3, 6)))
         if len(g.planning_tensors()) > 7:     # keep brute force fast
             g = chain(3, sizes=[1, 2, 1])
     scale = draw(st.sampled_from([0.25, 0.5, 1.0, 2.0, 4.0]))

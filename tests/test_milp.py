@@ -4,7 +4,6 @@ import builtins
 import math
 from dataclasses import replace
 
-import numpy as np
 import pytest
 
 from slackswap import (
@@ -18,38 +17,7 @@ from slackswap import (
     simulate,
 )
 from slackswap.bounds import gap, lower_bound
-from slackswap.graph import Graph, Op, Tensor
-from slackswap.synthetic import chain, random_dag, residual_block
-
-
-def _mixed_dag(seed, n_ops):
-    """Random DAG with 1-2 outputs per op (some masks), 1-3 inputs in random order, saves a random
-    subset in random order (outputs too), some workspace, some tensors not recomputable/swappable."""
-    rng = np.random.default_rng(seed)
-    tensors = [Tensor(0, "in", int(rng.integers(0, 3)), None, kind="input")]
-    ops = []
-    for i in range(n_ops):
-        ins = [tensors[-1].id]
-        for _ in range(int(rng.integers(0, 3))):
-            e = int(rng.choice([t.id for t in tensors]))
-            if e not in ins:
-                ins.append(e)
-        rng.shuffle(ins)
-        outs = []
-        for k in range(1 + int(rng.random() < 0.3)):
-            tid = len(tensors)
-            kind = "mask" if k == 1 and rng.random() < 0.5 else "activation"
-            tensors.append(Tensor(tid, f"t{tid}", int(rng.integers(1, 5)), i, kind=kind,
-                                  recomputable=bool(rng.random() < 0.9), swappable=bool(rng.random() < 0.9)))
-            outs.append(tid)
-        cand = [t for t in ins if tensors[t].producer is not None or rng.random() < 0.5] + \
-               [o for o in outs if rng.random() < 0.2]
-        saves = [t for t in cand if rng.random() < 0.7]
-        rng.shuffle(saves)
-        ws = int(rng.integers(0, 3)) if rng.random() < 0.3 else 0
-        ops.append(Op(i, f"op{i}", i, "matmul", inputs=tuple(ins), outputs=tuple(outs), saves=tuple(saves),
-                      workspace_bytes=ws))
-    return Graph(f"mixed{seed}", tuple(ops), tuple(tensors))
+from slackswap.synthetic import chain, mixed_dag, random_dag, residual_block
 
 
 def _problem(g, budget, scale=1.0, bwd=1.0):
@@ -77,23 +45,23 @@ CASES = [
     # MILP, brute and simulate (240 instances, no mismatch), picked for diversity: swap+recompute
     # optima, infeasible budgets, multi-output ops, masks, workspaces, shuffled saves
     ("rand61", residual_block((3, 1, 3, 2)), 8, 0.5, 1.0),
-    ("rand63", _mixed_dag(962190, 6), 19, 0.75, 2.0),
-    ("rand155", _mixed_dag(405406, 5), 9, 2.0, 2.0),
+    ("rand63", mixed_dag(962190, 6), 19, 0.75, 2.0),
+    ("rand155", mixed_dag(405406, 5), 9, 2.0, 2.0),
     ("rand184", chain(4, sizes=[3, 2, 4, 1]), 10, 0.5, 1.0),
     ("rand93", residual_block((3, 1, 3, 4)), 10, 1.5, 2.0),
     ("rand188", chain(5, sizes=[1, 4, 3, 2, 1]), 11, 2.0, 2.0),
     ("rand6", random_dag(336921, 6, p_extra_input=0.3), 10, 1.0, 2.0),
     ("rand110", random_dag(487664, 7, p_extra_input=0.6), 12, 1.0, 1.0),
-    ("rand35", _mixed_dag(319890, 4), 10, 1.5, 1.0),
-    ("rand235", _mixed_dag(177480, 5), 15, 0.25, 1.0),
-    ("rand51", _mixed_dag(771083, 4), 9, 0.25, 1.0),
+    ("rand35", mixed_dag(319890, 4), 10, 1.5, 1.0),
+    ("rand235", mixed_dag(177480, 5), 15, 0.25, 1.0),
+    ("rand51", mixed_dag(771083, 4), 9, 0.25, 1.0),
     ("rand90", random_dag(676949, 5, p_extra_input=0.3), 11, 0.5, 1.0),
     ("rand178", random_dag(75322, 5, p_extra_input=0.3), 10, 0.5, 2.0),
     ("rand53", residual_block((4, 3, 2, 2)), 15, 1.5, 1.0),
     ("rand181", residual_block((2, 1, 4, 1)), 9, 0.25, 1.0),
     ("rand192", chain(4, sizes=[4, 3, 4, 2]), 11, 1.5, 1.0),
     ("rand52", chain(7, sizes=[2, 2, 2, 4, 2, 4, 4]), 10, 1.5, 2.0),
-    ("rand59", _mixed_dag(450719, 7), 19, 1.0, 1.0),
+    ("rand59", mixed_dag(450719, 7), 19, 1.0, 1.0),
     ("rand190", random_dag(481907, 7, p_extra_input=0.3), 15, 1.5, 1.0),
     ("rand204", chain(7, sizes=[3, 4, 1, 1, 4, 2, 2]), 10, 2.0, 2.0),
 ]
@@ -277,7 +245,7 @@ def test_tiny_model_honours_the_time_limit():
 def test_highs_partial_start_does_not_mislead_the_solver():
     """Regression: with the warm start passed to HiGHS 1.16 as a partial MIP start, HiGHS declared
     a 17 s plan optimal here (bound -42 s); brute force finds 15 s (measured, 19,683 plans)."""
-    p = _problem(_mixed_dag(167326, 7), 11, 0.5, 1.0)
+    p = _problem(mixed_dag(167326, 7), 11, 0.5, 1.0)
     for warm in (True, False):
         mp = planners.get("milp", warm_start=warm).plan(p)
         assert mp.info.status is Status.OPTIMAL, mp.info.message
