@@ -2,7 +2,7 @@
 
     python benchmarks/bench_slack.py
 
-Targets (task brief): a Llama-7B step in <= 0.5 s; the three published rows in <= 5 s together;
+Targets: a Llama-7B step in <= 0.5 s; the three published rows in <= 5 s together;
 the growth of planning time with the number of layers (llama-7b, layers = 8, 16, 32, 64);
 with ``--grid``: slack vs the best other heuristic on every model x budget 0.3..0.8.
 """
