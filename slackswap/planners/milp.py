@@ -109,8 +109,10 @@ class MilpPlanner:
                     start[built.swap[t]] = float(d is Decision.SWAP)
                 if t in built.rec:
                     start[built.rec[t]] = float(d is Decision.RECOMPUTE)
+        t_solve = time.perf_counter()
         res = solve(model, self.solver, time_limit_s=None, mip_rel_gap=self.mip_rel_gap,
                     threads=self.threads, seed=self.seed, start=start, deadline=deadline)
+        solve_wall = time.perf_counter() - t_solve
         size = model.size()
         note = "; ".join(built.narrowed)
         if res.status == "infeasible":
@@ -126,7 +128,11 @@ class MilpPlanner:
                                                                     message=res.message or "no solution"))
             return self._fallback(problem, warm, bound, size, wall,
                                   "time limit before the solver found a plan: the warm start")
-        plan, obj = self._extract(problem, built, res.x, None if limit is None else t0 + limit)
+        # the polishing LP passes the whole model to HiGHS again: only when the time left could
+        # plausibly hold it (at least half what the solve call took), else use the simulated time
+        end = None if limit is None else t0 + limit
+        polish = end is None or end - time.perf_counter() > 0.5 * solve_wall
+        plan, obj = self._extract(problem, built, res.x, end, polish=polish)
         r = simulate(problem, plan, detail=False)
         if obj is None:   # no time left to polish: the simulated time (exact when duplex_factor == 1)
             obj = r.step_time_s
@@ -188,7 +194,7 @@ class MilpPlanner:
         return warm.with_info(status=Status.TIME_LIMIT, objective=obj, lower_bound=bound, gap=_gap(obj, bound),
                               wall_s=wall(), model_size=size or {}, message=message)
 
-    def _extract(self, problem, built, xval, deadline=None):
+    def _extract(self, problem, built, xval, deadline=None, polish: bool = True):
         dec, issue = {}, {}
         for t in problem.planning_ids:
             if t in built.swap and xval[built.swap[t]] > 0.5:
@@ -201,7 +207,7 @@ class MilpPlanner:
             if xval[col] > 0.5 and dec[t] is Decision.SWAP:
                 issue[t] = k
         plan = Plan(dec, issue_points=issue, planner=self.name, params=self.params, problem_key=problem.key)
-        obj = self._polish(built, xval, deadline)
+        obj = self._polish(built, xval, deadline) if polish else None
         return plan, None if obj is None else obj * built.tau
 
     def _polish(self, built, xval, deadline=None) -> float | None:
