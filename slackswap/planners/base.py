@@ -39,6 +39,14 @@ class Planner(Protocol):
 _REGISTRY: dict[str, Callable[..., Planner]] = {}
 
 
+def int_param(planner: str, name: str, value, minimum: int = 0) -> int:
+    """Check an integer planner parameter (bools refused) in a constructor; the error names
+    ``planner.name`` and the allowed range."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise SlackSwapError(f"{planner}.{name}: must be an int >= {minimum}, got {value!r}")
+    return value
+
+
 def register(name: str, factory: Callable[..., Planner] | None = None):
     """Register a planner class (or factory) under ``name``; usable as a decorator.
     A second registration of the same name raises."""
@@ -127,4 +135,5 @@ def _load_builtin() -> None:
                 raise
 
 
-__all__ = ["Decision", "FunctionPlanner", "Planner", "Tags", "available", "get", "make_plan", "register"]
+__all__ = ["Decision", "FunctionPlanner", "Planner", "Tags", "available", "get", "int_param", "make_plan",
+           "register"]

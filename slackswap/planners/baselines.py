@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import time
 
-from ..errors import SlackSwapError
 from ..plan import Decision, Plan
 from . import _chain
-from .base import Tags, make_plan, register
+from .base import Tags, int_param, make_plan, register
 
 
 @register("keep-all")
@@ -71,9 +70,7 @@ class SwapAll:
     tags = Tags(supports_swap=True)
 
     def __init__(self, min_swap_bytes: int = 0):
-        if isinstance(min_swap_bytes, bool) or not isinstance(min_swap_bytes, int) or min_swap_bytes < 0:
-            raise SlackSwapError(f"swap-all: min_swap_bytes must be an int >= 0, got {min_swap_bytes!r}")
-        self.min_swap_bytes = min_swap_bytes
+        self.min_swap_bytes = int_param("swap-all", "min_swap_bytes", min_swap_bytes)
 
     def plan(self, problem) -> Plan:
         t0 = time.perf_counter()

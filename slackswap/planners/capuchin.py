@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import time
 
-from ..errors import SlackSwapError
 from ..plan import Decision, Plan
 from . import _chain
-from .base import Tags, make_plan, register
+from .base import Tags, int_param, make_plan, register
 
 
 def free_windows(problem) -> dict[int, float]:
@@ -87,9 +86,7 @@ class Capuchin:
     tags = Tags(supports_swap=True, supports_recompute=True)
 
     def __init__(self, min_swap_bytes: int = 0):
-        if isinstance(min_swap_bytes, bool) or not isinstance(min_swap_bytes, int) or min_swap_bytes < 0:
-            raise SlackSwapError(f"capuchin: min_swap_bytes must be an int >= 0, got {min_swap_bytes!r}")
-        self.min_swap_bytes = min_swap_bytes
+        self.min_swap_bytes = int_param("capuchin", "min_swap_bytes", min_swap_bytes)
 
     def plan(self, problem) -> Plan:
         t0 = time.perf_counter()

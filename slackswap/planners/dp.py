@@ -44,7 +44,7 @@ from functools import cache
 from ..errors import SlackSwapError
 from ..plan import Decision, Plan
 from . import _chain
-from .base import Tags, make_plan, register
+from .base import Tags, int_param, make_plan, register
 
 FULL, CKPT, NONE = "full", "ckpt", "none"
 
@@ -204,9 +204,7 @@ class DPCheckpoint:
     tags = Tags(supports_recompute=True, chain_only=True)
 
     def __init__(self, max_rounds: int = 20):
-        if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
-            raise SlackSwapError(f"dp-checkpoint: max_rounds must be an int >= 1, got {max_rounds!r}")
-        self.max_rounds = max_rounds
+        self.max_rounds = int_param("dp-checkpoint", "max_rounds", max_rounds, 1)
 
     def plan(self, problem) -> Plan:
         t0 = time.perf_counter()

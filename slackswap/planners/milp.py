@@ -20,7 +20,7 @@ from ..errors import SlackSwapError
 from ..plan import Decision, Plan, SolveInfo, Status
 from ..timeline import simulate
 from ._milp_backends import BACKENDS, solve
-from .base import Tags, available, get, register
+from .base import Tags, available, get, int_param, register
 
 _REL = 1e-6
 
@@ -60,9 +60,7 @@ class MilpPlanner:
             raise SlackSwapError(f"milp.solver: must be one of {', '.join(BACKENDS)}; got {self.solver!r}")
         if self.time_limit_s is not None and not (isinstance(self.time_limit_s, (int, float)) and self.time_limit_s > 0):
             raise SlackSwapError(f"milp.time_limit_s: must be a positive number of seconds or None, got {self.time_limit_s!r}")
-        if isinstance(self.max_exact_tensors, bool) or not isinstance(self.max_exact_tensors, int) \
-                or self.max_exact_tensors < 0:
-            raise SlackSwapError(f"milp.max_exact_tensors: must be an int >= 0, got {self.max_exact_tensors!r}")
+        int_param("milp", "max_exact_tensors", self.max_exact_tensors)
         if not (isinstance(self.mip_rel_gap, (int, float)) and 0 <= self.mip_rel_gap < 1):
             raise SlackSwapError(f"milp.mip_rel_gap: must be in [0, 1), got {self.mip_rel_gap!r}")
 

@@ -58,7 +58,7 @@ from ..errors import SlackSwapError
 from ..plan import Decision
 from ._slack_improve import Fifo, Judge, issue_points, local_search, rerun_closure
 from ._slack_keep import keep_greedy
-from .base import Tags, make_plan, register
+from .base import Tags, int_param, make_plan, register
 
 ORDERS = ("rebuild_per_byte", "size", "position")
 MODES = ("hybrid", "swap_only", "recompute_only")
@@ -114,16 +114,12 @@ class SlackPlanner:
         self.order = _choice("order", order, ORDERS)
         self.mode = _choice("mode", mode, MODES)
         self.prefetch = _choice("prefetch", prefetch, PREFETCH)
-        if isinstance(min_swap_bytes, bool) or not isinstance(min_swap_bytes, int) or min_swap_bytes < 0:
-            raise SlackSwapError(f"slack.min_swap_bytes: must be an int >= 0 (bytes), got {min_swap_bytes!r}")
-        self.min_swap_bytes = min_swap_bytes
+        self.min_swap_bytes = int_param("slack", "min_swap_bytes", min_swap_bytes)
         self.keep_tail = _flag("keep_tail", keep_tail)
         self.regen_masks = _flag("regen_masks", regen_masks)
         self.pack = _flag("pack", pack)
         self.local_search = _flag("local_search", local_search)
-        if isinstance(max_sims, bool) or not isinstance(max_sims, int) or max_sims < 1:
-            raise SlackSwapError(f"slack.max_sims: must be an int >= 1, got {max_sims!r}")
-        self.max_sims = max_sims
+        self.max_sims = int_param("slack", "max_sims", max_sims, 1)
 
     @property
     def params(self) -> dict:
