@@ -58,6 +58,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from .planners._milp_aggregate import bandwidth
+
 
 def lower_bound(problem, lp_max_tensors: int = 12) -> tuple[float, str]:
     """A certified lower bound (seconds) on ``simulate(problem, plan).step_time_s`` for every plan:
@@ -112,9 +114,9 @@ def capacity_bound(problem) -> float:
     planning = [g.tensors[t] for t in problem.planning_ids]
     keep = compile_schedule(g, {t.id: Decision.KEEP for t in planning}).static_memory()[:n + 1]
     need = keep.astype(float) - budget
-    if n == 0 or not (need > 0).any():
+    if n == 0:
         return float(problem.ideal_step_s)
-    bw = _bandwidth(planning, c)
+    bw = bandwidth(planning, c)
     cost = np.asarray(c.fwd_s, dtype=float)
     t_before = np.concatenate([[0.0], np.cumsum(cost)])       # T_k: forward time before step k
     saved_last = set(g.ops[n - 1].saves)
@@ -138,19 +140,42 @@ def capacity_bound(problem) -> float:
             else (float(swp[k]) if not math.isfinite(bw) else 0.0)
         if need[k] - rel > 0:
             extra = max(extra, _knapsack(need[k] - rel, rec[k], cost, bw, backward=(k == n)))
-    pre = _prerequisites(g, {t.id for t in planning})
-    lp = _joint_lp(need, [(t.bytes, t.producer, g.last_forward_use(t.id) + 1, t.swappable, t.recomputable,
-                           t.id in saved_last) for t in planning], produced, cost, t_before, bw, pre)
-    return float(problem.ideal_step_s) + max(extra, lp)
+    return float(problem.ideal_step_s) + max(extra, aggregate_bound(problem)[0])
 
 
-def _bandwidth(planning, c) -> float:
-    """Bytes per second the D2H engine can move at best: the largest ``b / d2h_s`` over swappable
-    tensors (a copy of ``b`` bytes takes ``latency + b / bw``, so big copies are the fastest)."""
-    rates = [t.bytes / c.d2h_s[t.id] for t in planning if t.swappable and c.d2h_s[t.id] > 0]
-    if any(t.swappable and t.bytes > 0 and c.d2h_s[t.id] <= 0 for t in planning):
-        return math.inf
-    return max(rates, default=0.0)
+def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None = None,
+                    mip_rel_gap: float = 1e-6):
+    """Least extra time (seconds over the ideal step) of the aggregated relaxation
+    (``slackswap/planners/_milp_aggregate.py``), solved by HiGHS (``scipy.optimize.milp``): its LP
+    optimum, or with ``integral`` the dual bound of the MILP reached by ``time_limit_s``.
+    Returns ``(seconds, Aggregate or None, scipy result or None)``; 0.0 when nothing is proven.
+    Shaved by the solver's feasibility tolerance (1e-7 of the forward time)."""
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    from .planners._milp_aggregate import build
+
+    agg = build(problem, integral=integral)
+    if agg is None:
+        return 0.0, None, None
+    mdl = agg.model
+    obj = np.zeros(len(mdl.names))
+    for v, cf in mdl.obj.items():
+        obj[v] = cf
+    opts = {"mip_rel_gap": mip_rel_gap}
+    if time_limit_s is not None:
+        opts["time_limit"] = float(time_limit_s)
+    res = milp(obj, constraints=LinearConstraint(mdl.csr(), mdl.lo, mdl.hi), integrality=np.asarray(mdl.integer, int),
+               bounds=Bounds(mdl.lb, mdl.ub), options=opts)
+    if integral:
+        val = getattr(res, "mip_dual_bound", None)
+        if res.status == 0 and res.fun is not None:      # proven optimal (within mip_rel_gap)
+            val = res.fun - mip_rel_gap * abs(res.fun) if val is None else val
+    else:
+        val = res.fun if res.status == 0 else None
+    if val is None or not math.isfinite(val):
+        return 0.0, agg, res
+    return max(0.0, (float(val) + mdl.obj_const - 1e-7) * agg.t0 * (1 - 1e-9)), agg, res
 
 
 def _knapsack(need: float, freed, cost, bw: float, backward: bool) -> float:
@@ -175,109 +200,3 @@ def _knapsack(need: float, freed, cost, bw: float, backward: bool) -> float:
         total += cp
         need -= gp
     return total + (need / bw if bw > 0 else math.inf)
-
-
-def _prerequisites(graph, planning: set[int]) -> list[tuple[int, int]]:
-    """Pairs (p, q): re-running op p needs op q re-run first (q produces an unsaved input of p,
-    which is never resident in the backward pass)."""
-    out = []
-    for op in graph.ops:
-        for x in set(op.inputs):
-            q = graph.tensors[x].producer
-            if q is not None and x not in planning:
-                out.append((op.id, q))
-    return out
-
-
-def _joint_lp(need, tensors, produced, cost, t_before, bw: float, pre) -> float:
-    """The joint LP of the module docstring (item 3b), solved by HiGHS (scipy). ``tensors``: one
-    ``(bytes, producer, first step past its forward use, swappable, recomputable, saved by the last
-    op)`` per planning tensor. Returns the least extra time in seconds (shaved for float safety),
-    or 0.0 when the solver proves no optimum."""
-    import numpy as np
-    from scipy.optimize import linprog
-    from scipy.sparse import coo_matrix
-
-    n = len(cost)
-    last = int(np.nonzero(need > 0)[0].max())           # steps after the last tight one are free
-    m = last + 1
-    b0 = float(need.max())                             # scale: bytes / b0, seconds / t0
-    t0 = float(t_before[n]) if t_before[n] > 0 else 1.0
-    timed = math.isfinite(bw)
-    w = bw * t0 / b0 if timed else 0.0
-    rec = [i for i, t in enumerate(tensors) if t[4]]
-    xi = {i: j for j, i in enumerate(rec)}
-    # variables: r_p (n) | x_t (recomputable) | sigma_k, R_k, W_k, M_k, X_k (m each) | rho
-    x0 = n
-    sig = x0 + len(rec)
-    big_r, big_w, big_m, big_x, rho = sig + m, sig + 2 * m, sig + 3 * m, sig + 4 * m, sig + 5 * m
-    nv = rho + 1
-    ub: tuple[list, list, list, list] = ([], [], [], [])
-    eq: tuple[list, list, list, list] = ([], [], [], [])
-
-    def row(mat, entries, b):
-        i = len(mat[3])
-        for j, v in entries:
-            mat[0].append(i), mat[1].append(j), mat[2].append(v)
-        mat[3].append(b)
-
-    by_elig: dict[int, list[int]] = {}
-    by_prod: dict[int, list[int]] = {}
-    for i in rec:
-        b, p, e, sw, _, ex = tensors[i]
-        row(ub, [(x0 + xi[i], 1.0), (p, -1.0)], 0.0)                # x_t <= r_p
-        if e < n:
-            by_elig.setdefault(e, []).append(x0 + xi[i])
-        elif not ex:
-            by_elig.setdefault(n, []).append(x0 + xi[i])
-        if sw:
-            by_prod.setdefault(p + 1, []).append(x0 + xi[i])
-    size = {x0 + xi[i]: tensors[i][0] / b0 for i in rec}
-    ex_n = [x0 + xi[i] for i in rec if tensors[i][5] and tensors[i][2] < n]
-    free_cap = np.zeros(m)          # bytes of planning tensors that step k need not hold
-    for b, _, e, sw, rc, ex in tensors:
-        if sw or rc:       # (the last op's saves are resident at the first backward step)
-            free_cap[e:min(n, m) if ex else m] += b / b0
-    for k in range(m):
-        # R_k = R_{k-1} + recompute-decided bytes whose forward use ended at k - 1 (equality)
-        ent = [(big_r + k, 1.0)] + ([(big_r + k - 1, -1.0)] if k else [])
-        ent += [(v, -size[v]) for v in by_elig.get(k, ())]
-        if k == n:
-            ent += [(v, size[v]) for v in ex_n]
-        row(eq, ent, 0.0)
-        # X_k = recompute-decided swappable bytes produced by ops < k (equality)
-        ent = [(big_x + k, 1.0)] + ([(big_x + k - 1, -1.0)] if k else [])
-        row(eq, ent + [(v, -size[v]) for v in by_prod.get(k, ())], 0.0)
-        if need[k] > 0:                                  # R_k + W_k >= need_k
-            row(ub, [(big_r + k, -1.0), (big_w + k, -1.0)], -need[k] / b0)
-        row(ub, [(big_r + k, 1.0), (big_w + k, 1.0)], free_cap[k])   # disjoint byte sets
-        if k:
-            row(ub, [(sig + k - 1, 1.0), (sig + k, -1.0)], 0.0)    # sigma is cumulative
-        if timed and k:
-            # M_k <= M_{k-1};  M_k <= (P_{k-1} - X_{k-1}) - bw E_{k-1},  E_{k-1} = T_k + sigma_{k-1}
-            if k > 1:
-                row(ub, [(big_m + k, 1.0), (big_m + k - 1, -1.0)], 0.0)
-            row(ub, [(big_m + k, 1.0), (big_x + k - 1, 1.0), (sig + k - 1, w)],
-                (produced[k - 1] - bw * t_before[k]) / b0)
-            # W_k <= M_k + bw S_k,  S_k = T_k + sigma_k (+ rho at the first backward step)
-            ent = [(big_w + k, 1.0), (big_m + k, -1.0), (sig + k, -w)] + ([(rho, -w)] if k == n else [])
-            row(ub, ent, bw * t_before[k] / b0)
-        elif not timed and k:
-            row(ub, [(big_w + k, 1.0), (big_x + k, 1.0)], produced[k] / b0)
-    if last == n:                                       # rho <= sum_p c_p r_p
-        row(ub, [(rho, 1.0)] + [(p, -cost[p] / t0) for p in range(n) if cost[p] > 0], 0.0)
-    for p, q in pre:                                    # r_p <= r_q
-        row(ub, [(p, 1.0), (q, -1.0)], 0.0)
-    obj = np.zeros(nv)
-    obj[:n] = cost / t0
-    obj[sig + last] = 1.0
-    bounds = [(0.0, 1.0)] * (n + len(rec)) + [(0.0, None)] * m + [(None, None)] * m \
-        + [(0.0, None)] * m + [(None, None)] * (2 * m) + [(0.0, None)]
-    a_ub = coo_matrix((ub[2], (ub[0], ub[1])), shape=(len(ub[3]), nv)).tocsr()
-    a_eq = coo_matrix((eq[2], (eq[0], eq[1])), shape=(len(eq[3]), nv)).tocsr()
-    res = linprog(obj, A_ub=a_ub, b_ub=np.asarray(ub[3]), A_eq=a_eq, b_eq=np.asarray(eq[3]),
-                  bounds=bounds, method="highs")
-    if res.status != 0:
-        return 0.0
-    # HiGHS solves to a 1e-7 feasibility tolerance on the scaled rows: shave that much
-    return max(0.0, (float(res.fun) - 1e-7) * t0 * (1 - 1e-9))

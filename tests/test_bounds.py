@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from test_milp import CASES, _case
 
 from slackswap import CostModel, Problem, planners, simulate
-from slackswap.bounds import capacity_bound, gap, lower_bound
+from slackswap.bounds import aggregate_bound, capacity_bound, gap, lower_bound
 from slackswap.synthetic import chain, mixed_dag, random_dag, residual_block
 
 
@@ -49,6 +49,8 @@ def test_capacity_bound_never_exceeds_the_brute_force_optimum(p):
         r = simulate(p, best, detail=False)
         assert lb <= r.step_time_s * (1 + 1e-9), (lb, r.step_time_s)
         assert lower_bound(p, lp_max_tensors=0)[0] <= r.step_time_s * (1 + 1e-9)
+        # the aggregated MILP (integral decisions): its dual bound is a bound too
+        assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10)[0] <= r.step_time_s * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
@@ -61,6 +63,7 @@ def test_bound_never_exceeds_the_exact_optimum_on_the_milp_table(case):
     step = simulate(p, best, detail=False).step_time_s
     assert capacity_bound(p) <= step * (1 + 1e-9)
     assert lower_bound(p)[0] <= step * (1 + 1e-9)
+    assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10)[0] <= step * (1 + 1e-9)
 
 
 def test_capacity_bound_is_tight_on_a_hand_example():
@@ -88,3 +91,21 @@ def test_bound_below_every_heuristic_on_the_published_rows(model):
         if r.fits:
             assert r.step_time_s >= lb
             assert 0 <= gap(p, r, lb) < 1
+
+
+def test_aggregate_model_is_named_and_can_be_written(tmp_path):
+    from slackswap.planners._milp_aggregate import build
+
+    p = Problem.build("tiny", "a100-80gb", 0.5, layers=1)
+    agg = build(p, integral=True)
+    names = set(agg.model.row_names)
+    assert {"rho_total", "rho_first_def"} <= names
+    assert any(n.startswith("mem_bwd[") for n in names) and any(n.startswith("h2d_back[") for n in names)
+    assert set(agg.rec) | set(agg.swap) <= set(p.planning_ids)
+    agg.model.to_lp(tmp_path / "aggregate.lp")
+    assert "mem_bwd" in (tmp_path / "aggregate.lp").read_text()
+
+
+def test_aggregate_bound_is_ideal_when_keep_all_fits():
+    p = Problem.build("tiny", "a100-80gb", 1.0, layers=1)
+    assert aggregate_bound(p)[0] == 0.0 and capacity_bound(p) == p.ideal_step_s

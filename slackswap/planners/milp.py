@@ -29,12 +29,15 @@ _REL = 1e-6
 class MilpPlanner:
     """``milp(solver="highs", time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
     warm_start=True, write_lp=None, allow_swap=True, allow_recompute=True, max_tree_nodes=4000,
-    max_exact_tensors=40)``.
+    max_exact_tensors=40, aggregate_time_s=10)``.
 
     Problems with more than ``max_exact_tensors`` planning tensors are beyond the exact formulation
-    (it grows exponentially along residual streams, docs/milp.md): the planner then returns the warm
-    start with status FEASIBLE, the certified lower bound of ``slackswap.bounds`` and the gap
-    between them, and says so in ``info.message``."""
+    (it grows exponentially along residual streams, docs/milp.md section 7): the planner then solves
+    the aggregated relaxation (``_milp_aggregate.py``; its LP, then its MILP for at most
+    ``aggregate_time_s`` seconds), returns the better of the warm start and the aggregated MILP's
+    decisions as judged by the simulator, with the certified lower bound and the proven gap
+    between them: status OPTIMAL when that gap is at most ``mip_rel_gap``, else FEASIBLE; the
+    message says which bound and which incumbent."""
 
     name = "milp"
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
@@ -42,18 +45,18 @@ class MilpPlanner:
     def __init__(self, solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-9,
                  threads: int | None = None, seed: int = 0, warm_start: bool = True, write_lp=None,
                  allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
-                 max_exact_tensors: int = 40):
+                 max_exact_tensors: int = 40, aggregate_time_s: float = 10.0):
         self.solver, self.time_limit_s, self.mip_rel_gap = solver, time_limit_s, mip_rel_gap
         self.threads, self.seed, self.warm_start, self.write_lp = threads, seed, warm_start, write_lp
         self.allow_swap, self.allow_recompute, self.max_tree_nodes = allow_swap, allow_recompute, max_tree_nodes
-        self.max_exact_tensors = max_exact_tensors
+        self.max_exact_tensors, self.aggregate_time_s = max_exact_tensors, aggregate_time_s
 
     @property
     def params(self) -> dict:
         return {"solver": self.solver, "time_limit_s": self.time_limit_s, "mip_rel_gap": self.mip_rel_gap,
                 "threads": self.threads, "seed": self.seed, "warm_start": self.warm_start,
                 "allow_swap": self.allow_swap, "allow_recompute": self.allow_recompute,
-                "max_exact_tensors": self.max_exact_tensors}
+                "max_exact_tensors": self.max_exact_tensors, "aggregate_time_s": self.aggregate_time_s}
 
     def _check(self):
         if self.solver not in BACKENDS:
@@ -61,6 +64,10 @@ class MilpPlanner:
         if self.time_limit_s is not None and not (isinstance(self.time_limit_s, (int, float)) and self.time_limit_s > 0):
             raise SlackSwapError(f"milp.time_limit_s: must be a positive number of seconds or None, got {self.time_limit_s!r}")
         int_param("milp", "max_exact_tensors", self.max_exact_tensors)
+        if isinstance(self.aggregate_time_s, bool) or not (isinstance(self.aggregate_time_s, (int, float))
+                                                           and self.aggregate_time_s >= 0):
+            raise SlackSwapError(f"milp.aggregate_time_s: must be a number of seconds >= 0 (0: LP bound only), "
+                                 f"got {self.aggregate_time_s!r}")
         if not (isinstance(self.mip_rel_gap, (int, float)) and 0 <= self.mip_rel_gap < 1):
             raise SlackSwapError(f"milp.mip_rel_gap: must be in [0, 1), got {self.mip_rel_gap!r}")
 
@@ -89,7 +96,7 @@ class MilpPlanner:
         deadline = None if limit is None else t0 + 0.9 * limit
         warm = self._warm(problem) if self.warm_start else None
         if len(problem.planning_ids) > self.max_exact_tensors:
-            return self._beyond_exact(problem, warm, wall)
+            return self._beyond_exact(problem, warm, wall, deadline)
         try:
             built = self.build(problem, deadline)
         except BuildTimeout:
@@ -157,29 +164,71 @@ class MilpPlanner:
         return plan.with_info(status=status, objective=obj, lower_bound=bound, gap=_gap(obj, bound),
                               wall_s=wall(), model_size=size, message="; ".join(msgs))
 
-    def _beyond_exact(self, problem, warm, wall):
-        """Too large for the exact model: the warm start, judged, with a certified bound and gap."""
-        from ..bounds import lower_bound
+    def _beyond_exact(self, problem, warm, wall, deadline):
+        """Too large for the exact model: the best of the warm start and the aggregated MILP's
+        decisions, judged by the simulator, with the certified bound of the aggregated relaxation
+        (its LP, then its MILP dual bound within ``aggregate_time_s``) and the proven gap."""
+        from ..bounds import aggregate_bound, lower_bound
 
         n = len(problem.planning_ids)
         if warm is None:
             warm = self._warm(problem)
         bound, how = lower_bound(problem, lp_max_tensors=0)
-        msg = (f"{n} planning tensors > max_exact_tensors={self.max_exact_tensors}: exact model not built; "
-               f"incumbent = the warm start (slack, or keep-all / recompute-all), bound = {how}")
-        if warm is None:
-            return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
-                        problem_key=problem.key, info=SolveInfo(Status.INFEASIBLE, lower_bound=bound, wall_s=wall(),
-                                                                message=msg + "; no warm start fits"))
-        r = simulate(problem, warm, detail=False)
-        if not (r.feasible and r.fits):
-            return warm.with_info(status=Status.INFEASIBLE, objective=None, lower_bound=bound, gap=None,
-                                  wall_s=wall(), message=msg + "; the incumbent does not fit")
-        plan = Plan(warm.decisions, issue_points=warm.issue_points, d2h_order=warm.d2h_order,
+        msg = [f"{n} planning tensors > max_exact_tensors={self.max_exact_tensors}: exact model not built"]
+        best, obj = None, None
+        if warm is not None:
+            r = simulate(problem, warm, detail=False)
+            if r.feasible and r.fits:
+                best, obj = warm, r.step_time_s
+        size = {}
+        left = self.aggregate_time_s if deadline is None else min(self.aggregate_time_s, deadline - time.perf_counter())
+        if left > 0.5 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
+            t_agg = time.perf_counter()
+            extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left,
+                                              mip_rel_gap=max(self.mip_rel_gap, 1e-6))
+            if agg is not None:
+                size = agg.model.size()
+                if problem.ideal_step_s + extra > bound:
+                    bound = problem.ideal_step_s + extra
+                    how = f"dual bound of the aggregated MILP after {time.perf_counter() - t_agg:.1f} s"
+                cand = self._aggregate_plan(problem, agg, res)
+                if cand is not None:
+                    rc = simulate(problem, cand, detail=False)
+                    if rc.feasible and rc.fits and (obj is None or rc.step_time_s < obj):
+                        best, obj = cand, rc.step_time_s
+                        msg.append("incumbent: the aggregated MILP's decisions")
+        msg.append(f"bound: {how}")
+        if best is None:
+            msg.append("no candidate plan fits")
+            dec = warm.decisions if warm is not None else {t: Decision.KEEP for t in problem.planning_ids}
+            return Plan(dec, planner=self.name, params=self.params, problem_key=problem.key,
+                        info=SolveInfo(Status.INFEASIBLE, lower_bound=bound, wall_s=wall(), model_size=size,
+                                       message="; ".join(msg)))
+        plan = Plan(best.decisions, issue_points=best.issue_points, d2h_order=best.d2h_order,
                     planner=self.name, params=self.params, problem_key=problem.key)
-        obj = r.step_time_s
-        return plan.with_info(status=Status.FEASIBLE, objective=obj, lower_bound=bound, gap=_gap(obj, bound),
-                              wall_s=wall(), message=msg)
+        gap = _gap(obj, bound)
+        status = Status.OPTIMAL if gap is not None and gap <= self.mip_rel_gap else Status.FEASIBLE
+        return plan.with_info(status=status, objective=obj, lower_bound=min(bound, obj), gap=gap,
+                              wall_s=wall(), model_size=size, message="; ".join(msg))
+
+    def _aggregate_plan(self, problem, agg, res):
+        """The decisions of the aggregated MILP's incumbent as a plan (None when it has none or
+        they use a choice the planner forbids)."""
+        x = getattr(res, "x", None)
+        if x is None:
+            return None
+        dec = {}
+        for t in problem.planning_ids:
+            if t in agg.rec and x[agg.rec[t]] > 0.5:
+                dec[t] = Decision.RECOMPUTE
+            elif t in agg.swap and x[agg.swap[t]] > 0.5:
+                dec[t] = Decision.SWAP
+            else:
+                dec[t] = Decision.KEEP
+        if (not self.allow_swap and Decision.SWAP in dec.values()) or \
+                (not self.allow_recompute and Decision.RECOMPUTE in dec.values()):
+            return None
+        return Plan(dec, planner=self.name, params=self.params, problem_key=problem.key)
 
     def _fallback(self, problem, warm, bound, size, wall, message):
         """TIME_LIMIT with the warm start (or ERROR when there is none)."""

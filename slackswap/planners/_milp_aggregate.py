@@ -1,0 +1,253 @@
+"""The aggregated relaxation: a small model whose optimum is a certified lower bound for any size.
+
+The exact formulation (``_milp_formulation.py``) follows every potential step and copy; it is
+exact but grows with tensors x steps and with the recompute trees, so it stops at a few dozen
+planning tensors. This model keeps one variable per decision and per op, and replaces the
+timeline by **capacities**: what the D2H engine can have copied out by a given time, what the
+H2D engine can have copied back before a backward step, and the memory that every step must
+free. Every plan (with any issue points and any ``d2h_order``) maps to a feasible point whose
+objective is at most the plan's extra time, so:
+
+* its LP optimum is a lower bound (``slackswap.bounds.capacity_bound``, every size, ~1 s);
+* with integral decisions (``integral=True``) it is a small MILP whose solver dual bound is a
+  tighter lower bound (the MILP planner uses it above ``max_exact_tensors``).
+
+Times are scaled by the forward time ``t0``, bytes by the largest excess ``b0``. With ``T_k`` the
+forward time before step ``k``, ``A(s)`` the keep-all accounted memory of step ``s``, ``B`` the
+budget, ``bw`` the fastest D2H rate of any swappable tensor, and ``ms(t)`` the highest op id that
+saves ``t`` (its first backward use):
+
+Variables (names as in the LP file):
+
+* ``r[p]`` op ``p`` is re-run in the backward pass (each op at most once); ``x[t]`` tensor ``t``
+  is RECOMPUTE; ``s[t]`` tensor ``t`` is SWAP (binary with ``integral``, else in [0, 1]);
+* ``sigma[k]`` stall before forward step ``k`` (cumulative; ``sigma[n]`` also holds the stall of
+  the first backward stage); ``beta[j]`` backward stall before the backward step of op ``j``
+  (cumulative); ``rho`` recompute time, ``rho_first`` recompute time run before the first
+  backward step;
+* ``C[k]`` swapped bytes produced by ops ``< k``; ``M[k] = min_{j<k} (C[j] - bw E_j)`` (a running
+  minimum, ``E_j = T_{j+1} + sigma[j]`` the end of op ``j``); ``W[k]`` / ``Wb[j]`` swapped bytes
+  released by forward step ``k`` / backward step ``j``; ``rf[q]``, ``z[...]``: op ``q`` re-run in
+  the first backward stage, and why.
+
+Rows:
+
+* ``one_of[t]: x + s <= 1``; ``x_needs_r[t]: x[t] <= r[producer]``; ``prereq[p,q]: r[p] <= r[q]``
+  when ``q`` produces an unsaved input of ``p``; ``rho_total: rho <= sum c_p r[p]``;
+* ``mem_fwd[k]``: ``sum_{t: forward use over} b_t x[t] + W[k] >= A(k) - B``, with
+  ``W_src[k]: W[k] <= sum b_t s[t]`` over the same tensors and ``W_d2h[k]: W[k] <= M[k] + bw S_k``
+  (``S_k = T_k + sigma[k]``): the copies of the outputs of ops ``>= j`` start after ``E_j`` on one
+  serial engine, whatever their order;
+* ``mem_bwd[j]``: the same at the backward step of op ``j`` (``A`` of keep-all's backward step),
+  where only tensors with ``ms(t) < j`` can be absent: a tensor first needed at a stage ``>= j``
+  is resident from then to its last use (fetched, regenerated or kept), and
+  ``S^b_j = T_n + sigma[n] + rho + sum_{i>j} bwd_i + beta[j]`` (``rho_first`` for ``j = n-1``);
+* ``d2h_back[j]`` / ``h2d_back[j]``: every swapped tensor with ``ms(t) >= j`` has been copied out
+  (D2H capacity as above) and copied back (``sum h2d_t s[t]``, on the H2D engine, which starts
+  no earlier than the end of the forward pass) by ``S^b_j``;
+* ``rf_*``: ``rho_first <= sum c_q rf[q]``, where ``rf[q] <= r[q]`` and ``rf[q] <= sum z`` over the
+  reasons ``q`` may be re-run in stage ``n-1``: it produces a RECOMPUTE tensor that op ``n-1``
+  saves (``z <= x[y]``) or a non-resident input of an op re-run in that stage (``z <= rf[p]``,
+  and ``z <= x[y]`` when that input is a planning tensor).
+
+Objective: ``minimize sigma[n] + beta[0] + sum c_p r[p]`` (the extra time over the ideal step).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._milp_model import Model
+
+
+@dataclass
+class Aggregate:
+    """The built model with what is needed to read it: ``t0`` (seconds per time unit), the
+    column of each decision (``rec``, ``swap``: tensor id -> column), and ``extra0`` (seconds
+    to add to the model's objective times ``t0``: 0 here, the ideal step is added by the caller)."""
+
+    model: Model
+    t0: float
+    rec: dict[int, int]
+    swap: dict[int, int]
+
+
+def needs(problem) -> tuple[np.ndarray, np.ndarray]:
+    """Keep-all accounted memory minus the budget at every forward step (``[k]``) and at the
+    backward step of every op (``[j]``), in bytes."""
+    from ..plan import Decision
+    from ..timeline import compile_schedule
+
+    g = problem.graph
+    n = len(g.ops)
+    mem = compile_schedule(g, {t: Decision.KEEP for t in problem.planning_ids}).static_memory().astype(float)
+    budget = float(problem.budget_bytes)
+    return mem[:n] - budget, (mem[n:2 * n] - budget)[::-1].copy()
+
+
+def bandwidth(planning, costs) -> float:
+    """Bytes per second the D2H engine can move at best: the largest ``b / d2h_s`` over swappable
+    tensors (a copy of ``b`` bytes takes ``latency + b / bw``, so big copies are the fastest)."""
+    if any(t.swappable and t.bytes > 0 and costs.d2h_s[t.id] <= 0 for t in planning):
+        return math.inf
+    return max((t.bytes / costs.d2h_s[t.id] for t in planning if t.swappable and costs.d2h_s[t.id] > 0),
+               default=0.0)
+
+
+def prerequisites(graph, planning: set[int]) -> list[tuple[int, int]]:
+    """Pairs (p, q): re-running op p needs op q re-run first (q produces an unsaved input of p,
+    which is never resident in the backward pass)."""
+    out = []
+    for op in graph.ops:
+        for x in set(op.inputs):
+            q = graph.tensors[x].producer
+            if q is not None and x not in planning:
+                out.append((op.id, q))
+    return out
+
+
+def build(problem, integral: bool = False) -> Aggregate | None:
+    """The aggregated model of ``problem`` (module docstring), or None when no step exceeds the
+    budget under keep-all (the bound is then the ideal step)."""
+    g, c = problem.graph, problem.costs
+    n = len(g.ops)
+    need_f, need_b = needs(problem)
+    if n == 0 or not math.isfinite(problem.budget_bytes) or max(need_f.max(), need_b.max()) <= 0:
+        return None
+    planning = [g.tensors[t] for t in problem.planning_ids]
+    pset = set(problem.planning_ids)
+    bw = bandwidth(planning, c)
+    timed = math.isfinite(bw)
+    cost = np.asarray(c.fwd_s, dtype=float)
+    t_before = np.concatenate([[0.0], np.cumsum(cost)])                          # T_k
+    b_after = np.concatenate([np.cumsum(np.asarray(c.bwd_s, float)[::-1])[::-1][1:], [0.0]])  # sum_{i>j} bwd_i
+    t0 = float(t_before[n]) if t_before[n] > 0 else 1.0
+    b0 = float(max(need_f.max(), need_b.max()))
+    w = bw * t0 / b0 if timed else 0.0
+    saved_by = g.saved_by
+    m = Model("slackswap-aggregate")
+    r = [m.var(f"r[{p}]", 0.0, 1.0, binary=integral) for p in range(n)]
+    x = {t.id: m.var(f"x[{t.id}]", 0.0, 1.0, binary=integral) for t in planning if t.recomputable}
+    s = {t.id: m.var(f"s[{t.id}]", 0.0, 1.0, binary=integral) for t in planning if t.swappable}
+    sig = [m.var(f"sigma[{k}]") for k in range(n + 1)]
+    beta = [m.var(f"beta[{j}]") for j in range(n)]
+    rho, rho_first = m.var("rho"), m.var("rho_first")
+    size = {t.id: t.bytes / b0 for t in planning}
+
+    for t in planning:
+        if t.id in x and t.id in s:
+            m.add_le(f"one_of[{t.id}]", [(1, x[t.id]), (1, s[t.id])], 1)
+        if t.id in x:
+            m.add_le(f"x_needs_r[{t.id}]", [(1, x[t.id]), (-1, r[t.producer])], 0)
+    for p, q in prerequisites(g, pset):
+        m.add_le(f"prereq[{p},{q}]", [(1, r[p]), (-1, r[q])], 0)
+    m.add_le("rho_total", [(1, rho)] + [(-cost[p] / t0, r[p]) for p in range(n)], 0)
+    for k in range(1, n + 1):
+        m.add_le(f"sigma_mono[{k}]", [(1, sig[k - 1]), (-1, sig[k])], 0)
+    for j in range(n - 1):
+        m.add_le(f"beta_mono[{j}]", [(1, beta[j + 1]), (-1, beta[j])], 0)
+
+    # C[k] and the running minimum M[k] (D2H capacity, any copy order)
+    by_prod: dict[int, list[int]] = {}
+    for t in planning:
+        if t.id in s:
+            by_prod.setdefault(t.producer, []).append(t.id)
+    C = [m.var(f"C[{k}]") for k in range(n + 1)]
+    M = [None] + [m.var(f"M[{k}]", -math.inf) for k in range(1, n + 1)]
+    m.add_eq("C_def[0]", [(1, C[0])], 0)
+    for k in range(1, n + 1):
+        m.add_eq(f"C_def[{k}]", [(1, C[k]), (-1, C[k - 1])] + [(-size[t], s[t]) for t in by_prod.get(k - 1, ())], 0)
+        if timed:
+            if k > 1:
+                m.add_le(f"M_mono[{k}]", [(1, M[k]), (-1, M[k - 1])], 0)
+            m.add_le(f"M_cap[{k}]", [(1, M[k]), (-1, C[k - 1]), (w, sig[k - 1])], -bw * t_before[k] / b0)
+
+    # freed bytes as running sums: forward (use over by step k) and backward (ms(t) < j)
+    e = {t.id: g.last_forward_use(t.id) + 1 for t in planning}
+    ms = {t.id: max(saved_by[t.id]) for t in planning}
+
+    def running(prefix: str, key, col, weight, order) -> list[int]:
+        """v[i] = sum of weight(t) * col(t) over the planning tensors with key(t) <= i (order 1)
+        or key(t) >= i (order -1), for i = 0..n-1, as a chain of equalities."""
+        groups: dict[int, list[int]] = {}
+        for t in planning:
+            if col.get(t.id) is not None and 0 <= key[t.id] <= n - 1:
+                groups.setdefault(key[t.id], []).append(t.id)
+        vs = [m.var(f"{prefix}[{i}]") for i in range(n)]
+        prev = None
+        for i in (range(n) if order == 1 else range(n - 1, -1, -1)):
+            terms = [(1, vs[i])] + ([(-1, prev)] if prev is not None else [])
+            m.add_eq(f"{prefix}_def[{i}]", terms + [(-weight(t), col[t]) for t in groups.get(i, ())], 0)
+            prev = vs[i]
+        return vs
+
+    h2d = lambda t: c.h2d_s[t] / t0      # noqa: E731
+    ms1 = {t: v + 1 for t, v in ms.items()}           # ms(t) < j  <=>  ms(t) + 1 <= j
+    rx_f = running("RXf", e, x, size.get, 1)          # RECOMPUTE bytes whose forward use is over
+    sx_f = running("SXf", e, s, size.get, 1)
+    rx_b = running("RXb", ms1, x, size.get, 1)        # ... not needed before stage j
+    sx_b = running("SXb", ms1, s, size.get, 1)
+    d_b = running("Db", ms, s, size.get, -1)          # SWAP bytes needed at a stage >= j
+    h_b = running("Hb", ms, s, h2d, -1)               # ... and their H2D time
+
+    for k in range(1, n):
+        if need_f[k] <= 0:
+            continue
+        wv = m.var(f"W[{k}]")
+        m.add_ge(f"mem_fwd[{k}]", [(1, rx_f[k]), (1, wv)], need_f[k] / b0)
+        m.add_le(f"W_src[{k}]", [(1, wv), (-1, sx_f[k])], 0)
+        if timed:
+            m.add_le(f"W_d2h[{k}]", [(1, wv), (-1, M[k]), (-w, sig[k])], bw * t_before[k] / b0)
+
+    def s_back(j):      # terms of -bw * S^b_j (scaled) and its constant
+        return [(-1, M[n]), (-w, sig[n]), (-w, rho_first if j == n - 1 else rho), (-w, beta[j])], \
+            bw * (t_before[n] + b_after[j]) / b0
+
+    for j in range(n):
+        if need_b[j] > 0:
+            wv = m.var(f"Wb[{j}]")
+            m.add_ge(f"mem_bwd[{j}]", [(1, rx_b[j]), (1, wv)], need_b[j] / b0)
+            m.add_le(f"Wb_src[{j}]", [(1, wv), (-1, sx_b[j])], 0)
+            if timed:
+                terms, rhs = s_back(j)
+                m.add_le(f"Wb_d2h[{j}]", [(1, wv)] + terms, rhs)
+        if s:
+            if timed:
+                terms, rhs = s_back(j)
+                m.add_le(f"d2h_back[{j}]", [(1, d_b[j])] + terms, rhs)
+            m.add_le(f"h2d_back[{j}]", [(1, h_b[j]), (-1, sig[n]), (1, sig[n - 1]),
+                                       (-1, rho_first if j == n - 1 else rho), (-1, beta[j])], b_after[j] / t0)
+
+    # rho_first: only ops re-run in the first backward stage (stage n-1) run before its step
+    edges: dict[int, list[tuple[int | None, int]]] = {}
+    stack = [(g.tensors[t].producer, t, None) for t in dict.fromkeys(g.ops[n - 1].saves) if t in x]
+    seen: set[int] = set()
+    while stack:
+        q, y, p = stack.pop()
+        edges.setdefault(q, []).append((p, y))
+        if q in seen:
+            continue
+        seen.add(q)
+        for inp in dict.fromkeys(g.ops[q].inputs):
+            ti = g.tensors[inp]
+            if ti.producer is not None and (inp not in pset or inp in x):
+                stack.append((ti.producer, inp, q))
+    rf = {q: m.var(f"rf[{q}]", 0.0, 1.0) for q in sorted(seen)}
+    for q in sorted(seen):
+        m.add_le(f"rf_needs_r[{q}]", [(1, rf[q]), (-1, r[q])], 0)
+        why = []
+        for i, (p, y) in enumerate(edges[q]):
+            zv = m.var(f"z[{q},{i}]", 0.0, 1.0)
+            if p is not None:
+                m.add_le(f"z_rerun[{q},{i}]", [(1, zv), (-1, rf[p])], 0)
+            if y in pset:
+                m.add_le(f"z_rec[{q},{i}]", [(1, zv), (-1, x[y])], 0)
+            why.append((-1, zv))
+        m.add_le(f"rf_why[{q}]", [(1, rf[q])] + why, 0)
+    m.add_le("rho_first_def", [(1, rho_first)] + [(-cost[q] / t0, rf[q]) for q in sorted(seen)], 0)
+
+    m.minimize([(1, sig[n]), (1, beta[0])] + [(cost[p] / t0, r[p]) for p in range(n)])
+    return Aggregate(m, t0, x, s)
