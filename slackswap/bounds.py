@@ -25,30 +25,15 @@
    a fractional knapsack solved exactly by sorting (``T_s - T_j`` with ``T_j`` replaced by the end
    ``E_j = T_{j+1} + sigma_j`` of op ``j``, after which the outputs of ops ``>= j`` are copied).
 
-   **3b. Joint LP** (scipy HiGHS, sparse, O(ops + planning tensors) rows): the same constraints at
-   every step at once, with the variables a plan really shares between steps. Every plan maps to
-   a feasible point of equal or lower objective, so the LP optimum is a bound:
-
-   - ``r_p in [0, 1]``: op ``p`` is re-run in the backward pass (cost ``c_p``; each op is re-run at
-     most once, docs/timeline.md 3); ``r_p <= r_q`` when ``q`` produces an unsaved input of ``p``;
-   - ``x_t <= r_{producer(t)}``: recomputable planning tensor ``t`` is decided RECOMPUTE (its
-     producer must be re-run, every planning tensor is needed in the backward pass);
-   - ``sigma_k`` (cumulative, non-decreasing): forward stall before step ``k``, so ``S_k = T_k +
-     sigma_k`` and op ``j`` ends at ``E_j = T_{j+1} + sigma_j``; at the first backward step ``S =
-     T_n + sigma_n + rho``, ``rho <= sum_p c_p r_p`` (the recompute run before it);
-   - ``R_k = sum x_t b_t`` over tensors whose forward use ended before step ``k`` (freed there);
-   - ``W_k``: bytes of swapped sources released by ``S_k``. A source is released only after its
-     copy, and the copies of the outputs of ops ``>= j`` start after ``E_j`` on one serial engine (in
-     any ``d2h_order``) of rate ``bw``: ``W_k <= (P_j - X_j) + bw (S_k - E_j)`` for every ``j < k``, where ``P_j`` is the
-     swappable planning bytes produced by ops ``< j`` and ``X_j`` those of them decided RECOMPUTE
-     (a tensor is swapped or recomputed, not both); kept O(n) by a running minimum ``M_k``;
-   - memory at every step with ``A(k) > budget``: ``R_k + W_k >= A(k) - budget`` and ``R_k + W_k
-     <=`` the planning bytes freeable there;
-   - objective ``sigma_n + sum_p c_p r_p <= E``.
-
-   ``bw`` is the largest ``b / d2h_s`` over swappable tensors (``d2h_s = latency + b / rate``, so
-   per-copy latency only lowers the rate). Steps after the last one with ``A(k) > budget`` are
-   dropped (any subset of constraints keeps a relaxation). It is solved to HiGHS's tolerance (1e-7 on scaled rows), so the optimum is shaved by that much.
+   **3b. Aggregated relaxation** (``slackswap/planners/_milp_aggregate.py``, every size, about a
+   second on the full-size models): the same capacities at every forward *and backward* step at
+   once, with one variable per decision (re-run op, RECOMPUTE, SWAP) shared by all steps, the
+   recompute that can run before the first backward step (the closure of what the last op saves,
+   not all recompute), and the round trip of every swapped tensor (copied out and back before its
+   first backward use). Every plan maps to a feasible point of equal or lower objective, so its
+   LP optimum is a bound (``aggregate_bound``); with integral decisions it is a small MILP whose
+   solver dual bound is one too (the MILP planner uses it above ``max_exact_tensors``). The rows
+   and why each holds are in that module's docstring and docs/milp.md section 7.
 
 ``gap(problem, result) = (step - bound) / step`` (the MIP-gap convention, 0 = proven optimal).
 """

@@ -35,6 +35,17 @@ def test_reproduce_on_a_reduced_setting(capsys, tmp_path):
     assert (tmp_path / "published.csv").exists()
 
 
+def test_reproduce_exact_prints_the_milp_bound_and_proven_gap(capsys, tmp_path):
+    rc, out, err = _run(capsys, "reproduce", "--models", "tiny", "--budget", "0.9", "--planners", "slack",
+                        "--exact", "--time-limit", "3", "--workers", "1", "--out", str(tmp_path))
+    assert rc == 0
+    assert "planner_bound_s" in out and "proven_gap" in out
+    runs = pd.read_csv(tmp_path / "runs.csv")
+    milp = runs[runs["planner"] == "milp"].iloc[0]
+    assert milp["status"] in ("OPTIMAL", "TIME_LIMIT", "FEASIBLE")
+    assert 0 < milp["planner_bound_s"] <= milp["step_time_s"] * (1 + 1e-9)
+
+
 def test_plan_then_simulate_the_saved_plan(capsys, tmp_path):
     plan, trace, fig = tmp_path / "plan.json", tmp_path / "trace.json", tmp_path / "tl.png"
     rc, out, err = _run(capsys, "plan", "--model", "tiny", "--budget", "0.8", "--planner", "slack",

@@ -16,7 +16,7 @@ from slackswap import (
     planners,
     simulate,
 )
-from slackswap.bounds import gap, lower_bound
+from slackswap.bounds import capacity_bound, gap, lower_bound
 from slackswap.synthetic import chain, mixed_dag, random_dag, residual_block
 
 
@@ -202,6 +202,9 @@ def test_tiny_time_limit_returns_the_warm_start():
     assert mp.info.status is Status.TIME_LIMIT
     r = simulate(p, mp)
     assert r.fits and mp.info.objective == pytest.approx(r.step_time_s, rel=1e-9)
+    # a stopped solve still carries a certified bound (at least the capacity bound) and its gap
+    assert capacity_bound(p) <= mp.info.lower_bound <= r.step_time_s
+    assert mp.info.gap == pytest.approx((r.step_time_s - mp.info.lower_bound) / r.step_time_s)
 
 
 def test_lp_and_mps_dump(tmp_path):

@@ -5,11 +5,13 @@
 * ``"cvxpy"``: cvxpy with its HIGHS MILP solver (SCIPY as fallback); imported lazily.
 
 Every backend returns a ``Result``: ``status`` in {"optimal", "time_limit", "infeasible",
-"error"}, the column values ``x`` (None when no solution), ``objective`` and ``bound``.
+"error"}, the column values ``x`` (None when no solution), ``objective`` and ``bound``. HiGHS
+MIP solves with a time limit run in a child process that is stopped at the limit (``solve_highs``).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -29,48 +31,115 @@ class Result:
     message: str = ""
 
 
-def highs_model(model):
-    """A ``highspy.Highs`` instance holding ``model`` (names kept for LP/MPS dumps)."""
-    import highspy
-
-    inf = highspy.kHighsInf
-    lp = highspy.HighsLp()
-    n, m = len(model.names), len(model.rows)
-    lp.num_col_, lp.num_row_ = n, m
+ISOLATE: bool | None = None
+"""Where ``solve_highs`` runs HiGHS: True, in a child process with a hard stop; False, in this
+process; None (auto), in a child when a time limit applies to a MIP (not ``relax``, some integer
+column) and this process may start one (not a daemonic ``multiprocessing`` worker). The
+``isolate`` keyword of ``solve_highs`` overrides it per call."""
+def _flat(model) -> dict:
+    """The model as plain numpy arrays (rows flattened, CSR order, not yet checked): cheap to pickle."""
+    rows = model.rows
+    n, m = len(model.names), len(rows)
+    lens = np.fromiter((len(r) for r in rows), np.int64, count=m)
+    indptr = np.zeros(m + 1, np.int64)
+    np.cumsum(lens, out=indptr[1:])
+    nnz = int(indptr[-1])
     cost = np.zeros(n)
-    for v, c in model.obj.items():
-        cost[v] = c
-    lp.col_cost_ = cost
-    lp.offset_ = model.obj_const
+    if model.obj:
+        cost[np.fromiter(model.obj.keys(), np.int64)] = np.fromiter(model.obj.values(), float)
+    return {"n": n, "m": m, "cost": cost, "offset": float(model.obj_const),
+            "lb": np.asarray(model.lb, float), "ub": np.asarray(model.ub, float),
+            "lo": np.asarray(model.lo, float), "hi": np.asarray(model.hi, float), "indptr": indptr,
+            "idx": np.fromiter(itertools.chain.from_iterable(r.keys() for r in rows), np.int64, count=nnz),
+            "val": np.fromiter(itertools.chain.from_iterable(r.values() for r in rows), float, count=nnz),
+            "integer": np.asarray(model.integer, bool).reshape(-1)}
+
+
+def _highs(f: dict, names=None):
+    """A ``highspy.Highs`` holding the flattened model ``f``. With ``names`` ((columns, rows)) it
+    goes through ``HighsLp`` to keep them; without, through the array ``passModel``, which takes
+    numpy arrays as they are (0.5 s instead of 2 s for 7.6 M nonzeros)."""
+    import highspy
+    import scipy.sparse as sp
+
+    n, m, idx = f["n"], f["m"], f["idx"]
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        bad = int(idx.max() if idx.max() >= n else idx.min())
+        raise SlackSwapError(f"MILP model: a constraint uses column {bad}, outside 0..{n - 1}")
+    if not len(f["integer"]) == len(f["lb"]) == len(f["ub"]) == n:
+        raise SlackSwapError(f"MILP model: {n} columns but {len(f['lb'])} lower bounds, "
+                             f"{len(f['ub'])} upper bounds and {len(f['integer'])} integrality flags")
+    inf = highspy.kHighsInf
     clip = lambda a: np.clip(np.asarray(a, float), -inf, inf)  # noqa: E731
-    lp.col_lower_, lp.col_upper_ = clip(model.lb), clip(model.ub)
-    lp.row_lower_, lp.row_upper_ = clip(model.lo), clip(model.hi)
-    a = model.csr().tocsc()
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = a.indptr
-    lp.a_matrix_.index_ = a.indices
-    lp.a_matrix_.value_ = a.data
-    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, m
-    lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
-                       for i in model.integer]
-    lp.col_names_ = list(model.names)
-    lp.row_names_ = list(model.row_names)
+    a = sp.csr_matrix((f["val"], idx, f["indptr"]), shape=(m, n)).tocsc()
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
+    if names is None:
+        st = h.passModel(n, m, a.nnz, int(highspy.MatrixFormat.kColwise), int(highspy.ObjSense.kMinimize),
+                         f["offset"], f["cost"], clip(f["lb"]), clip(f["ub"]), clip(f["lo"]), clip(f["hi"]),
+                         a.indptr.astype(np.int32), a.indices.astype(np.int32), a.data,
+                         f["integer"].astype(np.int32))
+        if st == highspy.HighsStatus.kError:
+            raise SlackSwapError("MILP model: HiGHS rejected it (passModel returned an error)")
+        return h
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n, m
+    lp.col_cost_, lp.offset_ = f["cost"], f["offset"]
+    lp.col_lower_, lp.col_upper_ = clip(f["lb"]), clip(f["ub"])
+    lp.row_lower_, lp.row_upper_ = clip(f["lo"]), clip(f["hi"])
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = a.indptr, a.indices, a.data
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, m
+    kint, kcont = highspy.HighsVarType.kInteger, highspy.HighsVarType.kContinuous
+    lp.integrality_ = [kint if i else kcont for i in f["integer"].tolist()]
+    lp.col_names_, lp.row_names_ = list(names[0]), list(names[1])
     h.passModel(lp)
     return h
 
 
+def highs_model(model):
+    """A ``highspy.Highs`` instance holding ``model`` (names kept for LP/MPS dumps)."""
+    return _highs(_flat(model), (model.names, model.row_names))
+
+
 def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
-                start: dict[int, float] | None = None, relax: bool = False, deadline: float | None = None) -> Result:
+                start: dict[int, float] | None = None, relax: bool = False, deadline: float | None = None,
+                isolate: bool | None = None) -> Result:
     """Solve with HiGHS. ``deadline`` (a ``time.perf_counter()`` value) caps the solver's time limit
     at what is left once the model is passed. ``start`` is NOT passed to HiGHS: HiGHS 1.16 maps a
     partial MIP start into its presolved space wrongly (it reported "feasible in the reduced space:
     objective -3" for a start of objective 1.21 and then stopped as optimal at a wrong plan), so the
-    planner keeps the warm start as a fallback incumbent instead (docs/milp.md, section 5)."""
+    planner keeps the warm start as a fallback incumbent instead (docs/milp.md, section 5).
+
+    Hard stop: HiGHS 1.16 does not check ``time_limit`` everywhere in MIP presolve (a 7.6 M-nonzero
+    model given 10.5 s ran 31.6 s) and ``cancelSolve()`` does not stop it either, so a MIP with a
+    time limit is solved in a child process (``multiprocessing`` "spawn": forking a process that
+    ran HiGHS can deadlock on its thread pool; see ``ISOLATE`` and ``isolate``). Its limit ``L``
+    (the smaller of ``time_limit_s`` and what is left until ``deadline``) counts from when the child
+    is started, so the spawn start-up (~0.5-2 s of imports) and the model hand-over are part of it;
+    HiGHS itself is given ``max(L / 2, L / 1.05 - 1)`` and the child is killed ``L`` s after its
+    start, and the call then returns status "time_limit" without a solution. A child that fails returns status "error" with its exception.
+    Without a limit, for ``relax`` and for LPs HiGHS runs in this process."""
+    limited = time_limit_s is not None or deadline is not None
+    iso = ISOLATE if isolate is None else isolate
+    if iso is None:
+        import multiprocessing as mp
+
+        iso = limited and not relax and any(model.integer) and not mp.current_process().daemon
+    opts = {"time_limit_s": time_limit_s, "mip_rel_gap": mip_rel_gap, "threads": threads,
+            "seed": seed, "relax": relax}
+    if iso:
+        from ._highs_process import solve_isolated
+
+        return solve_isolated(model, opts, deadline)
+    h = _highs(_flat(model))   # names are only for dumps: see highs_model
+    return _run(h, any(model.integer), deadline=deadline, **opts)
+
+
+def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadline) -> Result:
+    """Set the options on the loaded ``h``, run it and read the result back."""
     import highspy
 
-    h = highs_model(model)
     time_limit_s = _left(time_limit_s, deadline)
     if time_limit_s is not None:
         h.setOptionValue("time_limit", float(time_limit_s))
@@ -90,7 +159,7 @@ def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
     has_x = info.primal_solution_status == 2
     x = list(h.getSolution().col_value) if has_x else None
     obj = info.objective_function_value if has_x else None
-    bound = info.mip_dual_bound if not relax and any(model.integer) else obj
+    bound = info.mip_dual_bound if not relax and mip else obj
     if bound is not None and not math.isfinite(bound):
         bound = None
     if st == S.kOptimal:

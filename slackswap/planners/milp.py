@@ -125,14 +125,16 @@ class MilpPlanner:
             msg = "no plan fits the budget (the MILP is infeasible)" + (f"; narrowed model: {note}" if note else "")
             return Plan(dec, planner=self.name, params=self.params, problem_key=problem.key,
                         info=SolveInfo(Status.INFEASIBLE, wall_s=wall(), model_size=size, message=msg))
-        bound = None if res.bound is None else res.bound * built.tau
+        # with a narrowed model the solver's bound covers only the plans that model allows
+        bound = None if res.bound is None or built.narrowed else res.bound * built.tau
         if res.x is None:
             if res.status != "time_limit" and warm is None:
                 return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
                             problem_key=problem.key, info=SolveInfo(Status.ERROR, wall_s=wall(), model_size=size,
                                                                     message=res.message or "no solution"))
             return self._fallback(problem, warm, bound, size, wall,
-                                  "time limit before the solver found a plan: the warm start")
+                                  "time limit before the solver found a plan: the warm start"
+                                  + (f" ({res.message})" if res.message else ""))
         # the polishing LP passes the whole model to HiGHS again: only when the time left could
         # plausibly hold it (at least half what the solve call took), else use the simulated time
         end = None if limit is None else t0 + limit
@@ -161,6 +163,10 @@ class MilpPlanner:
             bound = min(bound, obj)
         if not built.narrowed and status is Status.OPTIMAL:
             bound = obj if bound is None else bound
+        else:
+            bound = _certified(problem, bound)
+            if r.fits and bound is not None:
+                bound = min(bound, obj)
         return plan.with_info(status=status, objective=obj, lower_bound=bound, gap=_gap(obj, bound),
                               wall_s=wall(), model_size=size, message="; ".join(msgs))
 
@@ -238,6 +244,7 @@ class MilpPlanner:
                                                                 message=message + "; no warm start"))
         r = simulate(problem, warm, detail=False)
         obj = r.step_time_s if r.fits else None
+        bound = _certified(problem, bound)
         return warm.with_info(status=Status.TIME_LIMIT, objective=obj, lower_bound=bound, gap=_gap(obj, bound),
                               wall_s=wall(), model_size=size or {}, message=message)
 
@@ -301,6 +308,15 @@ class MilpPlanner:
             if r.fits and r.step_time_s < bt:
                 best, bt = p, r.step_time_s
         return best
+
+
+def _certified(problem, bound):
+    """The larger of the solver's bound and the certified capacity bound (``slackswap.bounds``): a
+    stopped solve still reports a proven gap."""
+    from ..bounds import capacity_bound
+
+    cap = capacity_bound(problem)
+    return cap if bound is None else max(bound, cap)
 
 
 def _gap(obj, bound):

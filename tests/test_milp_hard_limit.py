@@ -1,0 +1,107 @@
+"""The HiGHS backend's hard time limit: a MIP with a limit is solved in a spawned child process that
+is stopped at the limit (HiGHS 1.16 ignores its own time_limit inside MIP presolve on large models)."""
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+
+import pytest
+from test_milp import CASES, _case
+
+from slackswap import Problem, Status, planners, simulate
+from slackswap.planners import _highs_process as highs_process
+from slackswap.planners import _milp_backends as backends
+from slackswap.planners._milp_backends import solve_highs
+from slackswap.planners._milp_model import Model
+
+
+def _no_child_left():
+    return not [c for c in multiprocessing.active_children() if c.name == "slackswap-highs"]
+
+
+@pytest.mark.parametrize("name", ["chain6-tight", "residual-tight", "rand63"])
+def test_isolated_and_in_process_agree(name, capfd):
+    args = next(c[1:] for c in CASES if c[0] == name)
+    p = _case(*args)
+    model = planners.get("milp").build(p).model
+    a = solve_highs(model, time_limit_s=30, isolate=True)
+    b = solve_highs(model, time_limit_s=30, isolate=False)
+    assert (a.status, b.status) == ("optimal", "optimal"), (a.message, b.message)
+    assert a.objective == pytest.approx(b.objective, rel=1e-9, abs=1e-12)
+    assert a.bound == pytest.approx(b.bound, rel=1e-9, abs=1e-12)
+    assert isinstance(a.x, list) and len(a.x) == len(model.names)
+    assert model.objective_value(a.x) == pytest.approx(a.objective, rel=1e-9, abs=1e-12)
+    assert _no_child_left()
+    capfd.readouterr()
+    solve_highs(model, time_limit_s=30, isolate=True)
+    assert "HiGHS" not in capfd.readouterr().out   # the child prints no banner or log
+
+
+def test_planner_with_a_limit_is_still_exact():
+    name, *args = CASES[2]
+    p = _case(*args)
+    plan = planners.get("milp", time_limit_s=30).plan(p)
+    assert plan.info.status is Status.OPTIMAL, plan.info.message
+    assert plan.info.objective == pytest.approx(simulate(p, plan).step_time_s, rel=1e-6)
+    assert plan.info.objective == pytest.approx(planners.get("milp").plan(p).info.objective, rel=1e-9)
+
+
+def test_auto_mode_keeps_unlimited_and_relaxed_solves_in_process(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("isolated")
+
+    monkeypatch.setattr(highs_process, "solve_isolated", boom)
+    model = planners.get("milp").build(_case(*CASES[0][1:])).model
+    assert solve_highs(model).status == "optimal"
+    assert solve_highs(model, time_limit_s=30, relax=True).status == "optimal"
+    monkeypatch.setattr(backends, "ISOLATE", False)
+    assert solve_highs(model, time_limit_s=30).status == "optimal"
+    monkeypatch.setattr(backends, "ISOLATE", None)
+    with pytest.raises(AssertionError, match="isolated"):
+        solve_highs(model, time_limit_s=30)
+
+
+def test_hard_stop_when_highs_overruns_its_limit():
+    """layers=2, budget 0.7 (7.6 M nonzeros): HiGHS 1.16 in this process, given 3 s, runs far past
+    it inside presolve (measured 12.2-14.6 s before the hard stop, 2-core machine); the child is
+    stopped 3 s after its start (HiGHS itself gets 1.5 s)."""
+    p = Problem.build("tiny", "a100-80gb", 0.7, layers=2)
+    model = planners.get("milp").build(p).model
+    t = time.perf_counter()
+    res = solve_highs(model, time_limit_s=3, threads=1)
+    wall = time.perf_counter() - t
+    assert res.status == "time_limit" and res.x is None, res.message
+    assert wall < 3 + 4, f"{wall:.1f} s: {res.message}"
+    assert _no_child_left()
+
+
+def test_error_in_the_child_comes_back_as_an_error_result():
+    m = Model("broken")
+    x = m.var("x", binary=True)
+    m.add_ge("r", [(1.0, x)], 0.5)
+    m.minimize([(1.0, x)])
+    m.rows[0][7] = 1.0    # column 7 does not exist: only the child looks at the matrix
+    t = time.perf_counter()
+    res = solve_highs(m, time_limit_s=20)
+    assert time.perf_counter() - t < 15
+    assert res.status == "error" and res.x is None
+    assert "column 7" in res.message
+    assert _no_child_left()
+
+
+def test_keyboard_interrupt_stops_the_child():
+    """The layers=1 model keeps HiGHS busy until its limit; Ctrl-C in the parent ends the child."""
+    p = Problem.build("tiny", "a100-80gb", 0.5, layers=1)
+    model = planners.get("milp").build(p).model
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
+    t = time.perf_counter()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            solve_highs(model, time_limit_s=60, threads=1)
+    finally:
+        timer.cancel()
+    assert time.perf_counter() - t < 10
+    assert _no_child_left()
