@@ -15,12 +15,13 @@ sweep is deterministic; a run that raises becomes a row with status ``ERROR`` an
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import hashlib
 import itertools
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -142,9 +143,6 @@ def _link_name(link) -> str:
 def run_one(spec: RunSpec) -> dict:
     """Run one setting: build, plan, simulate. Never raises: errors become an ERROR row."""
     from . import __version__
-    from . import planners as planners_mod
-    from .plan import Decision, Status
-    from .timeline import simulate
 
     row = RunRow(model=spec.model, hardware=spec.hardware, link=_link_name(spec.link), budget=math.nan,
                  budget_bytes=math.nan, planner=spec.planner, label=spec.label,
@@ -159,33 +157,89 @@ def run_one(spec: RunSpec) -> dict:
         if row.link == "":
             row.link = base.hardware.link.name
         problem = base.with_budget(spec.budget)
-        row.budget_bytes = float(problem.budget_bytes)
-        row.budget = round(problem.budget_bytes / problem.keep_all_peak, 6)
-        t0 = time.perf_counter()
-        plan = planners_mod.get(spec.planner, **spec.params).plan(problem)
-        row.solve_s = time.perf_counter() - t0
-        r = simulate(problem, plan, detail=False)
-        status = plan.info.status
-        if not (r.feasible and r.fits) and status in (Status.OPTIMAL, Status.FEASIBLE):
-            status = Status.INFEASIBLE
-        row.status, row.message = status.value, plan.info.message or r.reason
-        row.step_time_s, row.ideal_step_time_s = float(r.step_time_s), float(r.ideal_step_time_s)
-        row.throughput_ratio, row.fits = float(r.throughput_ratio), bool(r.fits)
-        row.peak_bytes = r.peak_bytes if r.feasible else math.nan
-        row.stall_s, row.recompute_s, row.swapped_bytes = float(r.stall_s), float(r.recompute_s), r.swapped_bytes
-        counts = plan.counts()
-        row.n_keep, row.n_swap, row.n_recompute = (counts[d.value] for d in (Decision.KEEP, Decision.SWAP,
-                                                                               Decision.RECOMPUTE))
-        if plan.info.lower_bound is not None:      # the planner's own certified bound (milp, brute)
-            row.planner_bound_s = float(plan.info.lower_bound)
-        if spec.bound:
-            kw = DEFAULT_BOUND if spec.bound is True else spec.bound
-            row.lower_bound_s, row.bound_how = _bound(pid, float(problem.budget_bytes), json.dumps(kw, sort_keys=True))
-            if r.fits and row.lower_bound_s > 0:
-                row.gap_to_bound = row.step_time_s / row.lower_bound_s - 1.0
+        kw = None if not spec.bound else DEFAULT_BOUND if spec.bound is True else spec.bound
+        bound = None if kw is None else \
+            (lambda: _bound(pid, float(problem.budget_bytes), json.dumps(kw, sort_keys=True)))
+        _plan_and_judge(row, problem, spec.planner, spec.params, bound)
     except Exception as e:  # noqa: BLE001 - a failed run is a row, never a crashed sweep
         row.status, row.message = "ERROR", f"{type(e).__name__}: {' '.join(str(e).split())}"
     return asdict(row)
+
+
+def _plan_and_judge(row: RunRow, problem, planner: str, params: dict, bound) -> None:
+    """Fill ``row`` from planning ``problem`` with ``planner(**params)`` and simulating the plan;
+    ``bound``: None or a callable returning ``(seconds, how)`` of the problem's lower bound."""
+    from . import planners as planners_mod
+    from .plan import Decision, Status
+    from .timeline import simulate
+
+    row.budget_bytes = float(problem.budget_bytes)
+    row.budget = round(problem.budget_bytes / problem.keep_all_peak, 6)
+    t0 = time.perf_counter()
+    plan = planners_mod.get(planner, **params).plan(problem)
+    row.solve_s = time.perf_counter() - t0
+    r = simulate(problem, plan, detail=False)
+    status = plan.info.status
+    if not (r.feasible and r.fits) and status in (Status.OPTIMAL, Status.FEASIBLE):
+        status = Status.INFEASIBLE
+    row.status, row.message = status.value, plan.info.message or r.reason
+    row.step_time_s, row.ideal_step_time_s = float(r.step_time_s), float(r.ideal_step_time_s)
+    row.throughput_ratio, row.fits = float(r.throughput_ratio), bool(r.fits)
+    row.peak_bytes = r.peak_bytes if r.feasible else math.nan
+    row.stall_s, row.recompute_s, row.swapped_bytes = float(r.stall_s), float(r.recompute_s), r.swapped_bytes
+    counts = plan.counts()
+    row.n_keep, row.n_swap, row.n_recompute = (counts[d.value] for d in (Decision.KEEP, Decision.SWAP,
+                                                                           Decision.RECOMPUTE))
+    if plan.info.lower_bound is not None:      # the planner's own certified bound (milp, brute)
+        row.planner_bound_s = float(plan.info.lower_bound)
+    if bound is not None:
+        row.lower_bound_s, row.bound_how = bound()
+        if r.fits and row.lower_bound_s > 0:
+            row.gap_to_bound = row.step_time_s / row.lower_bound_s - 1.0
+
+
+def _problem_bound(problem, kw: dict) -> tuple[float, str]:
+    from .bounds import lower_bound
+
+    seconds, how = lower_bound(problem, **kw)
+    return float(seconds), str(how)
+
+
+def run_problems(problems, planners, *, planner_params=None, bound: bool | dict = True, progress: bool = False):
+    """Run planners on problems you built yourself (``Problem`` objects, e.g. synthetic graphs,
+    which ``sweep`` cannot name), in this process, one row per (problem, planner variant) with the
+    ``RunRow`` columns of ``sweep`` and ``gap_to_milp`` filled by ``finish``.
+
+    ``problems``: a mapping name -> ``Problem`` (the name goes to the ``model`` column) or a list
+    of problems (named by ``problem.graph.name``; problems of one graph at several budgets share
+    it, like a model in ``sweep``). ``planners`` / ``planner_params``: as in ``sweep``. Errors
+    become ERROR rows.
+
+    >>> from slackswap import synthetic
+    >>> df = run_problems(synthetic.exact_suite(levels=(0.5,)), ["slack", "milp"])
+    >>> sorted(set(df["status"]))
+    ['FEASIBLE', 'OPTIMAL']
+    """
+    import pandas as pd
+
+    from . import __version__
+
+    items = list(problems.items()) if isinstance(problems, dict) else [(p.graph.name, p) for p in problems]
+    kw = None if not bound else DEFAULT_BOUND if bound is True else dict(bound)
+    rows = []
+    todo = [(name, p, v) for name, p in items for v in variants(planners, planner_params)]
+    for k, (name, p, (label, planner, params)) in enumerate(todo, 1):
+        row = RunRow(model=str(name), hardware="", link="", budget=math.nan, budget_bytes=math.nan,
+                     planner=planner, label=label, params=json.dumps(params, sort_keys=True), overrides="{}",
+                     version=__version__)
+        try:
+            _plan_and_judge(row, p, planner, params, None if kw is None else functools.partial(_problem_bound, p, kw))
+        except Exception as e:  # noqa: BLE001 - a failed run is a row
+            row.status, row.message = "ERROR", f"{type(e).__name__}: {' '.join(str(e).split())}"
+        rows.append(asdict(row))
+        if progress:
+            print(f"[{k}/{len(todo)}] {name} {label}: {row.status}", flush=True)
+    return finish(pd.DataFrame(rows, columns=[f.name for f in fields(RunRow)]))
 
 
 # ---------------------------------------------------------------- the grid

@@ -97,7 +97,9 @@ def ablation_table(df, by: str = "budget", value: str = "throughput_ratio", colu
     index = ["model", by] if by != "model" else ["model"]
     t = d.pivot_table(index=index, columns=columns, values=value, aggfunc="first", sort=False, dropna=False)
     t.columns.name = None
-    return t.reset_index()
+    # dropna=False keeps settings where nothing fits, but also makes every (model, by) pair:
+    # keep only the settings that were run, in run order
+    return d[index].drop_duplicates().merge(t.reset_index(), on=index, how="left")
 
 
 # ---------------------------------------------------------------- table formats

@@ -98,3 +98,38 @@ def mixed_dag(seed: int, n_ops: int = 6) -> Graph:
         ops.append(Op(i, f"op{i}", i, "matmul", inputs=tuple(ins), outputs=tuple(outs), saves=tuple(saves),
                       workspace_bytes=ws))
     return Graph(f"mixed{seed}", tuple(ops), tuple(tensors))
+
+
+def exact_suite(levels=(0.0, 0.25, 0.5, 0.75), transfer_scale: float = 0.5) -> list:
+    """Small problems on which the exact MILP is proven optimal in seconds (docs/milp.md 8): four
+    graphs (a chain, a residual block, a random DAG, a DAG with multi-output ops and masks) with
+    unit costs (``CostModel.unit``; copies ``transfer_scale`` times as long), each at budgets
+    ``min_feasible + level * (keep_all_peak - min_feasible)`` (rounded down to whole bytes; equal
+    budgets once). Returns a list of ``Problem``; ``problem.graph.name`` names the graph.
+
+    >>> [(p.graph.name, round(p.budget_fraction, 3)) for p in exact_suite(levels=(0.0,))][:2]
+    [('chain8', 0.412), ('residual', 0.7)]
+    """
+    import math
+    from dataclasses import replace
+
+    from .costs import CostModel
+    from .problem import Problem
+
+    if not (isinstance(transfer_scale, (int, float)) and transfer_scale > 0):
+        raise SlackSwapError(f"exact_suite.transfer_scale: must be a positive number, got {transfer_scale!r}")
+    bad = [v for v in levels if not (isinstance(v, (int, float)) and 0 <= v <= 1)]
+    if bad or not len(levels):
+        raise SlackSwapError(f"exact_suite.levels: must be numbers in [0, 1], got {levels!r}")
+    graphs = [chain(8, sizes=[1, 2, 3, 1, 2, 2, 3, 1], name="chain8"), residual_block((2, 1, 3, 2), name="residual"),
+              random_dag(2, 9, name="dag9"), mixed_dag(962190, 7)]
+    out = []
+    for g in graphs:
+        c = CostModel.unit(g)
+        c = replace(c, d2h_s=tuple(v * transfer_scale for v in c.d2h_s),
+                    h2d_s=tuple(v * transfer_scale for v in c.h2d_s))
+        base = Problem(g, c, math.inf)
+        lo, hi = base.min_feasible_bytes, base.keep_all_peak
+        budgets = dict.fromkeys(int(math.floor(lo + v * (hi - lo))) for v in levels)   # distinct, in order
+        out += [base.with_budget(b) for b in budgets]
+    return out

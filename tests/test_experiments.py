@@ -152,3 +152,34 @@ def test_shipped_sweep_files_load_and_name_registered_planners(path):
     assert {s.planner for s in grid} <= known, sorted({s.planner for s in grid} - known)
     for s in {(s.planner, tuple(sorted(s.params.items()))) for s in grid}:
         planners.get(s[0], **dict(s[1]))  # parameters accepted
+
+
+def test_run_problems_compares_heuristics_with_the_exact_optimum():
+    from slackswap import synthetic
+
+    problems = synthetic.exact_suite(levels=(0.0, 0.5))
+    df = experiments.run_problems(problems, ["slack", "dp-checkpoint", "milp"],
+                                  planner_params=[("slack-size", "slack", {"order": "size"})])
+    assert set(df["model"]) == {p.graph.name for p in problems}
+    assert len(df) == len(problems) * 4
+    milp = df[df["planner"] == "milp"]
+    assert set(milp["status"]) <= {"OPTIMAL", "INFEASIBLE"} and (milp["status"] == "OPTIMAL").sum() >= 6
+    ok = milp[milp["status"] == "OPTIMAL"]
+    assert (ok["planner_bound_s"] - ok["step_time_s"]).abs().max() <= 1e-6 * ok["step_time_s"].max()
+    fit = df[df["fits"] & (df["planner"] != "milp")]
+    assert fit["gap_to_milp"].notna().all() and (fit["gap_to_milp"] >= -1e-9).all()   # nobody beats the optimum
+    assert (df["lower_bound_s"] <= df["step_time_s"] * (1 + 1e-9))[df["fits"]].all()
+
+
+def test_run_problems_turns_bad_input_into_rows_and_errors():
+    from slackswap import synthetic
+    from slackswap.errors import SlackSwapError
+
+    p = synthetic.exact_suite(levels=(0.5,))[0]
+    df = experiments.run_problems({"one": p}, ["slack"], planner_params={"slack": {"order": "nope"}}, bound=False)
+    assert df["status"].tolist() == ["ERROR"] and "order" in df["message"].iloc[0]
+    assert df["model"].tolist() == ["one"] and df["lower_bound_s"].isna().all()
+    with pytest.raises(SlackSwapError, match="levels"):
+        synthetic.exact_suite(levels=(1.5,))
+    with pytest.raises(SlackSwapError, match="transfer_scale"):
+        synthetic.exact_suite(transfer_scale=0)

@@ -72,8 +72,7 @@ def _highs(f: dict, names=None):
     inf = highspy.kHighsInf
     clip = lambda a: np.clip(np.asarray(a, float), -inf, inf)  # noqa: E731
     a = sp.csr_matrix((f["val"], idx, f["indptr"]), shape=(m, n)).tocsc()
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = _new_highs()
     if names is None:
         st = h.passModel(n, m, a.nnz, int(highspy.MatrixFormat.kColwise), int(highspy.ObjSense.kMinimize),
                          f["offset"], f["cost"], clip(f["lb"]), clip(f["ub"]), clip(f["lo"]), clip(f["hi"]),
@@ -94,6 +93,33 @@ def _highs(f: dict, names=None):
     lp.integrality_ = [kint if i else kcont for i in f["integer"].tolist()]
     lp.col_names_, lp.row_names_ = list(names[0]), list(names[1])
     h.passModel(lp)
+    return h
+
+
+def _new_highs():
+    """``highspy.Highs()`` with its output off. HiGHS 1.16 prints its banner from the constructor,
+    before ``output_flag`` can be set, so the process's stdout (file descriptor 1, where the C++
+    code writes) points to the null device while it is built."""
+    import os
+    import sys
+
+    import highspy
+
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):      # no usable descriptor 1: nothing to hide
+        h = highspy.Highs()
+    else:
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.close(null)
+            h = highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+    h.setOptionValue("output_flag", False)
     return h
 
 
