@@ -223,14 +223,7 @@ class MilpPlanner:
         x = getattr(res, "x", None)
         if x is None:
             return None
-        dec = {}
-        for t in problem.planning_ids:
-            if t in agg.rec and x[agg.rec[t]] > 0.5:
-                dec[t] = Decision.RECOMPUTE
-            elif t in agg.swap and x[agg.swap[t]] > 0.5:
-                dec[t] = Decision.SWAP
-            else:
-                dec[t] = Decision.KEEP
+        dec = _decisions(problem, x, agg.swap, agg.rec)
         if (not self.allow_swap and Decision.SWAP in dec.values()) or \
                 (not self.allow_recompute and Decision.RECOMPUTE in dec.values()):
             return None
@@ -249,14 +242,7 @@ class MilpPlanner:
                               wall_s=wall(), model_size=size or {}, message=message)
 
     def _extract(self, problem, built, xval, deadline=None, polish: bool = True):
-        dec, issue = {}, {}
-        for t in problem.planning_ids:
-            if t in built.swap and xval[built.swap[t]] > 0.5:
-                dec[t] = Decision.SWAP
-            elif t in built.rec and xval[built.rec[t]] > 0.5:
-                dec[t] = Decision.RECOMPUTE
-            else:
-                dec[t] = Decision.KEEP
+        dec, issue = _decisions(problem, xval, built.swap, built.rec), {}
         for (t, k), col in built.issue.items():
             if xval[col] > 0.5 and dec[t] is Decision.SWAP:
                 issue[t] = k
@@ -308,6 +294,20 @@ class MilpPlanner:
             if r.fits and r.step_time_s < bt:
                 best, bt = p, r.step_time_s
         return best
+
+
+def _decisions(problem, x, swap: dict, rec: dict) -> dict:
+    """Read the decisions from column values ``x``: SWAP / RECOMPUTE where their binary column is
+    set (``swap`` / ``rec``: tensor id -> column), else KEEP."""
+    dec = {}
+    for t in problem.planning_ids:
+        if t in swap and x[swap[t]] > 0.5:
+            dec[t] = Decision.SWAP
+        elif t in rec and x[rec[t]] > 0.5:
+            dec[t] = Decision.RECOMPUTE
+        else:
+            dec[t] = Decision.KEEP
+    return dec
 
 
 def _certified(problem, bound):
