@@ -291,3 +291,34 @@ def test_a_proven_gap_within_mip_rel_gap_is_reported_optimal():
     p = Problem.build("llama-7b", "a100-80gb", 0.5)
     plan = planners.get("milp", aggregate_time_s=0, mip_rel_gap=0.01).plan(p)
     assert plan.info.status is Status.OPTIMAL and plan.info.gap <= 0.01
+
+
+def test_duplex_below_one_is_proven_optimal_only_when_the_simulated_time_meets_the_bound():
+    """duplex_factor < 1: the MILP times H2D at the full-duplex rate (a relaxation). Its optimum is
+    then a bound on every plan; a plan whose simulated time meets it is proven optimal."""
+    from dataclasses import replace as dc_replace
+
+    for name, *args in CASES[:6]:
+        p = _case(*args)
+        q = Problem(p.graph, dc_replace(p.costs, duplex_factor=0.5), p.budget_bytes)
+        mp = planners.get("milp").plan(q)
+        r = simulate(q, mp)
+        best = planners.get("brute").plan(q)
+        assert mp.info.objective == pytest.approx(r.step_time_s, rel=1e-12), name
+        assert mp.info.lower_bound <= best.info.objective * (1 + 1e-9), name      # a bound on every plan
+        if mp.info.status is Status.OPTIMAL:
+            assert mp.info.gap <= 1e-9 and r.step_time_s <= best.info.objective * (1 + 1e-9), name
+            assert "proven optimal" in mp.info.message
+        else:
+            assert mp.info.status is Status.FEASIBLE and mp.info.gap > 1e-9, name
+
+
+def test_presolve_switch():
+    p = _case(*CASES[2][1:])
+    on = planners.get("milp", presolve=True).plan(p)
+    off = planners.get("milp", presolve=False).plan(p)
+    assert on.info.status is off.info.status is Status.OPTIMAL
+    assert off.info.objective == pytest.approx(on.info.objective, rel=1e-9)
+    assert planners.get("milp").params["presolve"] == "auto"
+    with pytest.raises(SlackSwapError, match="presolve"):
+        planners.get("milp", presolve="sometimes").plan(p)

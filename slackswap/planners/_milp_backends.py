@@ -130,7 +130,7 @@ def highs_model(model):
 
 def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
                 start: dict[int, float] | None = None, relax: bool = False, deadline: float | None = None,
-                isolate: bool | None = None) -> Result:
+                isolate: bool | None = None, presolve: bool = True) -> Result:
     """Solve with HiGHS. ``deadline`` (a ``time.perf_counter()`` value) caps the solver's time limit
     at what is left once the model is passed. ``start`` is NOT passed to HiGHS: HiGHS 1.16 maps a
     partial MIP start into its presolved space wrongly (it reported "feasible in the reduced space:
@@ -153,7 +153,7 @@ def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
 
         iso = limited and not relax and any(model.integer) and not mp.current_process().daemon
     opts = {"time_limit_s": time_limit_s, "mip_rel_gap": mip_rel_gap, "threads": threads,
-            "seed": seed, "relax": relax}
+            "seed": seed, "relax": relax, "presolve": presolve}
     if iso:
         from ._highs_process import solve_isolated
 
@@ -162,7 +162,7 @@ def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
     return _run(h, any(model.integer), deadline=deadline, **opts)
 
 
-def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadline) -> Result:
+def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadline, presolve=True) -> Result:
     """Set the options on the loaded ``h``, run it and read the result back."""
     import highspy
 
@@ -174,6 +174,8 @@ def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadl
     h.setOptionValue("random_seed", int(seed))
     h.setOptionValue("primal_feasibility_tolerance", 1e-9)
     h.setOptionValue("mip_feasibility_tolerance", 1e-9)
+    if not presolve:
+        h.setOptionValue("presolve", "off")
     if threads is not None:
         h.setOptionValue("threads", int(threads))
     if relax:
@@ -326,6 +328,7 @@ def solve(model, solver: str, **kw) -> Result:
     if solver == "highs":
         kw.pop("write", None)
         return solve_highs(model, **kw)
+    kw.pop("presolve", None)          # a HiGHS option; CBC and cvxpy keep their own presolve
     if solver == "cbc":
         return solve_cbc(model, **kw)
     if solver == "cvxpy":

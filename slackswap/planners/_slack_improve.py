@@ -183,3 +183,55 @@ def local_search(judge: Judge, decisions: dict, prefetch: str, moves: list[tuple
         if not improved:
             break
     return cur, best
+
+
+def recompute_fit(problem, max_tensors: int = 64) -> dict | None:
+    """Keep/recompute decisions grown from keep-all: while the peak is over the budget, recompute
+    the kept tensor that lowers the peak most per second of extra re-run time (the marginal
+    forward time of the union of re-run closures), until it fits. Without swaps the accounted
+    memory is the schedule's static memory, so the peak is exact without a simulation; each
+    round compiles one schedule per candidate, so it runs only on problems with at most
+    ``max_tensors`` planning tensors. None when it gets stuck or is skipped.
+
+    It exists because, under "regenerated tensors stay until their last use", recomputing more
+    can raise the peak at recompute steps: a greedy that only adds recomputes by rebuild cost can
+    end at recompute-all, which does not fit (docs/planners.md, slack, known weakness)."""
+    planning = list(problem.planning_ids)
+    if len(planning) > max_tensors or not math.isfinite(problem.budget_bytes):
+        return None
+    g, fwd, budget = problem.graph, problem.costs.fwd_s, problem.budget_bytes
+    pset = set(planning)
+    dec = {t: Decision.KEEP for t in planning}
+
+    def peak(d) -> float:
+        mem = compile_schedule(g, d).static_memory()
+        return float(mem.max()) if mem.size else 0.0
+
+    def rerun_cost(evicted: set[int]) -> float:
+        ops: set[int] = set()
+        for t in evicted:
+            ops |= rerun_closure(g, t, evicted, pset)
+        return sum(fwd[p] for p in ops)
+
+    cur, evicted, cost = peak(dec), set(), 0.0
+    while cur > budget:
+        best = None
+        for t in planning:
+            if dec[t] is not Decision.KEEP or not g.tensors[t].recomputable:
+                continue
+            cand = dict(dec)
+            cand[t] = Decision.RECOMPUTE
+            pk = peak(cand)
+            if pk >= cur:
+                continue
+            extra = rerun_cost(evicted | {t}) - cost
+            score = (cur - pk) / max(extra, 1e-12)
+            if best is None or score > best[0]:
+                best = (score, t, pk, extra)
+        if best is None:
+            return None
+        _, t, cur, extra = best
+        dec[t] = Decision.RECOMPUTE
+        evicted.add(t)
+        cost += extra
+    return dec

@@ -26,8 +26,10 @@ recompute the rest. The algorithm, step by step (``SlackPlanner.plan``):
    packing the copy engine largest tensor first (``order="size"``: fewer idle gaps between
    copies, measured better on 5 of the 18 model x budget settings); in hybrid mode the
    recompute-only greedy (no slack spent), so hybrid is never worse than recompute_only by
-   construction; each slack candidate also with the keep pass. Identical candidates are judged
-   once.
+   construction; each slack candidate also with the keep pass; on problems with at most 64
+   planning tensors a keep/recompute plan grown from keep-all by peak lowered per re-run second
+   (``recompute_fit``: the greedies can end at recompute-all, which the simulator's rule makes
+   no smaller). Identical candidates are judged once.
 6. **Evict-more loop** (beyond the paper): the simulator judges each candidate; while it does not
    fit, more tensors are recomputed (in chunks that double), or swapped when nothing is left to
    recompute (swap_only). The fastest fitting candidate wins.
@@ -56,7 +58,7 @@ import time
 
 from ..errors import SlackSwapError
 from ..plan import Decision
-from ._slack_improve import Fifo, Judge, issue_points, local_search, rerun_closure
+from ._slack_improve import Fifo, Judge, issue_points, local_search, recompute_fit, rerun_closure
 from ._slack_keep import keep_greedy
 from .base import Tags, int_param, make_plan, register
 
@@ -147,6 +149,10 @@ class SlackPlanner:
             # 0.0 = no slack spent: the recompute_only greedy, so that without local search
             # hybrid is never worse than recompute_only (by construction)
             cands.append(self._greedy(prof, 0.0, self.order))
+        if self.mode != "swap_only":
+            grown = recompute_fit(problem)      # small problems only: see its docstring
+            if grown is not None:
+                cands.append(grown)
         best, best_s, seen = None, math.inf, []
         for dec in cands:
             if dec in seen:        # identical greedy plans: judge once
