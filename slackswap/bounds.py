@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from .planners._milp_aggregate import bandwidth
+from .planners._milp_aggregate import bandwidth, needs
 
 
 def lower_bound(problem, lp_max_tensors: int = 12) -> tuple[float, str]:
@@ -88,19 +88,14 @@ def capacity_bound(problem) -> float:
     """The PCIe-capacity lower bound on the step time (seconds); see the module docstring."""
     import numpy as np
 
-    from .plan import Decision
-    from .timeline import compile_schedule
-
     budget = float(problem.budget_bytes)
-    if not math.isfinite(budget):
-        return float(problem.ideal_step_s)
     g, c = problem.graph, problem.costs
     n = len(g.ops)
-    planning = [g.tensors[t] for t in problem.planning_ids]
-    keep = compile_schedule(g, {t.id: Decision.KEEP for t in planning}).static_memory()[:n + 1]
-    need = keep.astype(float) - budget
-    if n == 0:
+    if not math.isfinite(budget) or n == 0:
         return float(problem.ideal_step_s)
+    planning = [g.tensors[t] for t in problem.planning_ids]
+    need_f, need_b = needs(problem)
+    need = np.append(need_f, need_b[n - 1])      # forward steps and the first backward step
     bw = bandwidth(planning, c)
     cost = np.asarray(c.fwd_s, dtype=float)
     t_before = np.concatenate([[0.0], np.cumsum(cost)])       # T_k: forward time before step k

@@ -65,9 +65,9 @@ from ._milp_model import Model
 
 @dataclass
 class Aggregate:
-    """The built model with what is needed to read it: ``t0`` (seconds per time unit), the
-    column of each decision (``rec``, ``swap``: tensor id -> column), and ``extra0`` (seconds
-    to add to the model's objective times ``t0``: 0 here, the ideal step is added by the caller)."""
+    """The built model with what is needed to read it: ``t0`` (seconds per time unit: the
+    objective times ``t0`` is extra seconds over the ideal step) and the column of each decision
+    (``rec``, ``swap``: tensor id -> column)."""
 
     model: Model
     t0: float

@@ -55,10 +55,10 @@ def _flat(model) -> dict:
             "integer": np.asarray(model.integer, bool).reshape(-1)}
 
 
-def _highs(f: dict, names=None):
-    """A ``highspy.Highs`` holding the flattened model ``f``. With ``names`` ((columns, rows)) it
-    goes through ``HighsLp`` to keep them; without, through the array ``passModel``, which takes
-    numpy arrays as they are (0.5 s instead of 2 s for 7.6 M nonzeros)."""
+def _highs(f: dict):
+    """A ``highspy.Highs`` holding the flattened model ``f``, passed as arrays (``passModel``
+    takes numpy arrays as they are: 0.5 s instead of 2 s through ``HighsLp`` for 7.6 M nonzeros;
+    column names are not passed, LP/MPS dumps go through pulp, ``Model.to_lp``)."""
     import highspy
     import scipy.sparse as sp
 
@@ -73,26 +73,11 @@ def _highs(f: dict, names=None):
     clip = lambda a: np.clip(np.asarray(a, float), -inf, inf)  # noqa: E731
     a = sp.csr_matrix((f["val"], idx, f["indptr"]), shape=(m, n)).tocsc()
     h = _new_highs()
-    if names is None:
-        st = h.passModel(n, m, a.nnz, int(highspy.MatrixFormat.kColwise), int(highspy.ObjSense.kMinimize),
-                         f["offset"], f["cost"], clip(f["lb"]), clip(f["ub"]), clip(f["lo"]), clip(f["hi"]),
-                         a.indptr.astype(np.int32), a.indices.astype(np.int32), a.data,
-                         f["integer"].astype(np.int32))
-        if st == highspy.HighsStatus.kError:
-            raise SlackSwapError("MILP model: HiGHS rejected it (passModel returned an error)")
-        return h
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = n, m
-    lp.col_cost_, lp.offset_ = f["cost"], f["offset"]
-    lp.col_lower_, lp.col_upper_ = clip(f["lb"]), clip(f["ub"])
-    lp.row_lower_, lp.row_upper_ = clip(f["lo"]), clip(f["hi"])
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = a.indptr, a.indices, a.data
-    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, m
-    kint, kcont = highspy.HighsVarType.kInteger, highspy.HighsVarType.kContinuous
-    lp.integrality_ = [kint if i else kcont for i in f["integer"].tolist()]
-    lp.col_names_, lp.row_names_ = list(names[0]), list(names[1])
-    h.passModel(lp)
+    st = h.passModel(n, m, a.nnz, int(highspy.MatrixFormat.kColwise), int(highspy.ObjSense.kMinimize),
+                     f["offset"], f["cost"], clip(f["lb"]), clip(f["ub"]), clip(f["lo"]), clip(f["hi"]),
+                     a.indptr.astype(np.int32), a.indices.astype(np.int32), a.data, f["integer"].astype(np.int32))
+    if st == highspy.HighsStatus.kError:
+        raise SlackSwapError("MILP model: HiGHS rejected it (passModel returned an error)")
     return h
 
 
@@ -121,11 +106,6 @@ def _new_highs():
             os.close(saved)
     h.setOptionValue("output_flag", False)
     return h
-
-
-def highs_model(model):
-    """A ``highspy.Highs`` instance holding ``model`` (names kept for LP/MPS dumps)."""
-    return _highs(_flat(model), (model.names, model.row_names))
 
 
 def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
@@ -158,7 +138,7 @@ def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
         from ._highs_process import solve_isolated
 
         return solve_isolated(model, opts, deadline)
-    h = _highs(_flat(model))   # names are only for dumps: see highs_model
+    h = _highs(_flat(model))
     return _run(h, any(model.integer), deadline=deadline, **opts)
 
 

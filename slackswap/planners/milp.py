@@ -123,12 +123,12 @@ class MilpPlanner:
                     start[built.swap[t]] = float(d is Decision.SWAP)
                 if t in built.rec:
                     start[built.rec[t]] = float(d is Decision.RECOMPUTE)
+        size = model.size()
         t_solve = time.perf_counter()
-        presolve = self.presolve if self.presolve != "auto" else model.size()["nonzeros"] <= _PRESOLVE_MAX_NNZ
+        presolve = self.presolve if self.presolve != "auto" else size["nonzeros"] <= _PRESOLVE_MAX_NNZ
         res = solve(model, self.solver, time_limit_s=None, mip_rel_gap=self.mip_rel_gap,
                     threads=self.threads, seed=self.seed, start=start, deadline=deadline, presolve=presolve)
         solve_wall = time.perf_counter() - t_solve
-        size = model.size()
         note = "; ".join(built.narrowed)
         if res.status == "infeasible":
             dec = warm.decisions if warm is not None else {t: Decision.KEEP for t in problem.planning_ids}
