@@ -274,7 +274,7 @@ def _show_and_save(args, console, problem, plan) -> int:
     if args.figure:
         from .report import timeline_figure
 
-        timeline_figure(r, problem, path=args.figure)
+        timeline_figure(r, problem, path=args.figure, planner=plan.planner)
         console.print(f"timeline figure written to {args.figure}")
     return 0
 

@@ -179,12 +179,65 @@ def to_csv(df, path=None) -> str:
 
 
 # ---------------------------------------------------------------- figures
+# One colour and marker per planner, the same in every panel and every figure (tab10 for the
+# heuristics and baselines, black and grey for the exact planners). Variants of one planner
+# (labels other than the planner's name) keep its colour and marker and differ by line style.
+PLANNER_STYLE = {
+    "slack": ("#1f77b4", "o"), "capuchin": ("#ff7f0e", "s"), "dp-checkpoint": ("#2ca02c", "^"),
+    "chen-greedy": ("#d62728", "v"), "chen-sqrt": ("#9467bd", "D"), "checkpoint-layers": ("#8c564b", "<"),
+    "swap-all": ("#e377c2", ">"), "recompute-all": ("#bcbd22", "p"), "keep-all": ("#17becf", "h"),
+    "milp": ("#000000", "*"), "brute": ("#7f7f7f", "X"),
+}
+_OTHER_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d")
+_OTHER_MARKERS = ("P", "d", "H", "8")
+_VARIANT_LINESTYLES = ("--", ":", "-.", (0, (5, 1, 1, 1)))
+_LEGEND_FONTSIZE = 8
+
+
+def planner_style(planner: str) -> tuple[str, str]:
+    """(colour, marker) of ``planner``: fixed for the toolkit's planners (``PLANNER_STYLE``); for
+    any other name a choice that depends only on the name, so it too is the same in every figure."""
+    if planner in PLANNER_STYLE:
+        return PLANNER_STYLE[planner]
+    import zlib
+
+    h = zlib.crc32(planner.encode())
+    return _OTHER_COLORS[h % len(_OTHER_COLORS)], _OTHER_MARKERS[h // len(_OTHER_COLORS) % len(_OTHER_MARKERS)]
+
+
+def _label_styles(df) -> dict[str, dict]:
+    """Line keywords per label of ``df`` (in sweep order): its planner's colour and marker; a solid
+    line for the planner itself, a dashed or dotted one for each other label of the same planner."""
+    pairs = dict.fromkeys(zip(df["label"], df["planner"], strict=True))
+    out, variants = {}, {}
+    for label, planner in pairs:
+        if label in out:
+            continue
+        color, marker = planner_style(planner)
+        if label == planner:
+            ls = "-"
+        else:
+            i = variants[planner] = variants.get(planner, -1) + 1
+            ls = _VARIANT_LINESTYLES[i % len(_VARIANT_LINESTYLES)]
+        out[label] = dict(color=color, marker=marker, ls=ls)
+    return out
+
+
 def _figure(nrows: int = 1, ncols: int = 1, height: float = 3.5, width: float = 6.0, **kw):
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
     return fig, axes
+
+
+def _legend_below(fig, handles, labels, ncols: int):
+    """The figure's one legend, below every panel (it covers no data); at most ``ncols`` columns,
+    fewer when the labels would not fit the figure's width."""
+    column_in = 0.8 + 0.07 * max(map(len, labels), default=0) * _LEGEND_FONTSIZE / 10
+    ncols = max(1, min(ncols, len(labels), int(fig.get_figwidth() / column_in)))
+    return fig.legend(handles, labels, loc="outside lower center", ncols=ncols,
+                      fontsize=_LEGEND_FONTSIZE, frameon=False)
 
 
 def _save(fig, path):
@@ -196,26 +249,42 @@ def _save(fig, path):
 def pareto_figure(df, value: str = "throughput_ratio", path=None):
     """Throughput ratio against budget, one line per planner label, one panel per model
     (the Pareto view: how much memory can be saved at what throughput). Runs that do not fit
-    are left out of their line."""
+    are left out of their line. Each planner has the same colour and marker in every panel
+    (``planner_style``); one legend below the panels names every label."""
+    from matplotlib.lines import Line2D
+
     models = list(dict.fromkeys(df["model"]))
     fig, axes = _figure(1, max(1, len(models)), height=3.6, width=4.8, sharey=True)
+    styles = _label_styles(df)
     for ax, model in zip(axes[0], models, strict=False):
         d = df[(df["model"] == model) & df["fits"].astype(bool)]
-        for label in dict.fromkeys(df["label"]):
+        for label, st in styles.items():
             s = d[d["label"] == label].sort_values("budget")
             if len(s):
-                ax.plot(s["budget"], s[value], marker="o", ms=3, label=label)
+                ax.plot(s["budget"], s[value], ms=4, label=label, **st)
         ax.set_title(model)
         ax.set_xlabel("activation budget (fraction of keep-all peak)")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(value.replace("_", " "))
-    axes[0][-1].legend(fontsize=7, loc="lower right")
+    handles = [Line2D([], [], ms=4, **st) for st in styles.values()]
+    _legend_below(fig, handles, list(styles), ncols=8)
     return _save(fig, path)
 
 
-_KIND_COLOR = {"fwd": "#4c72b0", "rec": "#dd8452", "bwd": "#55a868", "opt": "#8172b3",
-               "d2h": "#c44e52", "h2d": "#937860"}
+# event kind -> (legend name, colour); copies alternate between the colour and a lighter shade so
+# that back-to-back copies on a busy link stay separate bars
+_KINDS = {"fwd": ("forward", "#4c72b0"), "rec": ("recompute", "#dd8452"), "bwd": ("backward", "#55a868"),
+          "opt": ("optimizer", "#8172b3"), "d2h": ("swap out (D2H)", "#c44e52"),
+          "h2d": ("swap in (H2D)", "#937860")}
+_COPY_KINDS = ("d2h", "h2d")
 _STREAMS = ("compute", "d2h", "h2d")
+_MEMORY_COLOR, _BUDGET_COLOR = "#333333", "#c44e52"
+
+
+def _lighter(color: str, f: float = 0.45):
+    from matplotlib.colors import to_rgb
+
+    return tuple(c + (1 - c) * f for c in to_rgb(color))
 
 
 def _time_unit(t: float) -> tuple[str, float]:
@@ -232,52 +301,61 @@ def _byte_unit(b: float) -> tuple[str, float]:
     return "B", 1.0
 
 
-def timeline_figure(result, problem=None, path=None, title: str | None = None):
+def _memory_axes(ax, result, problem, ts: float, color: str):
+    """The activation-memory step curve and the budget line on ``ax`` (times scaled by ``ts``)."""
+    budget = problem.budget_bytes if problem is not None else result.budget_bytes
+    top = max([float(max(result.memory_bytes, default=0))] + ([budget] if math.isfinite(budget) else []))
+    bu, bs = _byte_unit(top)
+    ax.step(result.memory_times / ts, result.memory_bytes / bs, where="post", color=color,
+            label="activation memory")
+    if math.isfinite(budget):
+        ax.axhline(budget / bs, color=_BUDGET_COLOR, ls="--", label=f"budget {format_bytes(budget)}")
+    ax.set_ylim(-0.03 * top / bs, 1.08 * top / bs if top > 0 else 1)  # zero and the budget off the frame
+    ax.set_ylabel(f"activations ({bu})")
+    ax.grid(alpha=0.3)
+
+
+def timeline_figure(result, problem=None, path=None, title: str | None = None, planner: str | None = None):
     """Gantt chart of one simulated step (``simulate(problem, plan, detail=True)``): one row per
-    engine (compute, D2H, H2D), one bar per event coloured by kind (fwd, rec, bwd, opt, d2h, h2d);
-    below it the activation-memory curve with the budget line (docs/timeline.md section 4)."""
+    engine (compute, D2H, H2D), one bar per event coloured by kind; each copy is its own bar
+    (consecutive copies alternate two shades). Below it the activation-memory curve with the
+    budget line (docs/timeline.md section 4); the title above, one legend below. With ``planner``
+    the title names it and the memory curve takes its colour (``planner_style``)."""
     if not result.events:
         raise ConfigError("timeline_figure: the result has no events; simulate with detail=True")
     end = max(e.end for e in result.events)
     tu, ts = _time_unit(end)
     fig, axes = _figure(2, 1, height=2.6, width=9.0, sharex=True)
     gantt, mem = axes[0][0], axes[1][0]
-    for kind, color in _KIND_COLOR.items():
-        ev = [e for e in result.events if e.kind == kind]
-        if ev:
-            gantt.barh([_STREAMS.index(e.stream) for e in ev], [(e.end - e.start) / ts for e in ev],
-                       left=[e.start / ts for e in ev], height=0.6, color=color, label=kind, linewidth=0)
+    for kind, (name, color) in _KINDS.items():
+        ev = sorted((e for e in result.events if e.kind == kind), key=lambda e: e.start)
+        if not ev:
+            continue
+        colors = [color if i % 2 == 0 or kind not in _COPY_KINDS else _lighter(color) for i in range(len(ev))]
+        gantt.barh([_STREAMS.index(e.stream) for e in ev], [(e.end - e.start) / ts for e in ev],
+                   left=[e.start / ts for e in ev], height=0.6, color=colors, label=name, linewidth=0)
     gantt.set_yticks(range(len(_STREAMS)), ["compute", "D2H", "H2D"])
     gantt.invert_yaxis()
-    gantt.legend(ncols=6, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 1.25), frameon=False)
-    budget = problem.budget_bytes if problem is not None else result.budget_bytes
-    top = max([float(max(result.memory_bytes, default=0))] + ([budget] if math.isfinite(budget) else []))
-    bu, bs = _byte_unit(top)
-    mem.step(result.memory_times / ts, result.memory_bytes / bs, where="post", color="#333333", label="memory")
-    if math.isfinite(budget):
-        mem.axhline(budget / bs, color="#c44e52", ls="--", label="budget")
-    mem.set_ylabel(f"activations ({bu})")
+    _memory_axes(mem, result, problem, ts, planner_style(planner)[0] if planner else _MEMORY_COLOR)
     mem.set_xlabel(f"time ({tu})")
-    mem.legend(fontsize=7, loc="upper right")
-    mem.grid(alpha=0.3)
-    gantt.set_title(title or (f"step {format_seconds(result.step_time_s)}, ratio {result.throughput_ratio:.3f}, "
-                              f"peak {format_bytes(result.peak_bytes)}"), fontsize=9, pad=22)
+    h1, l1 = gantt.get_legend_handles_labels()
+    h2, l2 = mem.get_legend_handles_labels()
+    _legend_below(fig, h1 + h2, l1 + l2, ncols=4)
+    head = f"{planner}: " if planner else ""
+    fig.suptitle(title or (f"{head}step {format_seconds(result.step_time_s)}, throughput ratio "
+                           f"{result.throughput_ratio:.3f}, peak {format_bytes(result.peak_bytes)}"), fontsize=10)
     return _save(fig, path)
 
 
-def memory_figure(result, problem=None, path=None):
-    """The activation-memory curve alone, with the budget line."""
+def memory_figure(result, problem=None, path=None, planner: str | None = None):
+    """The activation-memory curve alone, with the budget line (the curve in ``planner``'s colour
+    when given); the legend below the axes."""
     fig, axes = _figure(1, 1, height=3.0, width=8.0)
     ax = axes[0][0]
     tu, ts = _time_unit(max(float(max(result.memory_times, default=0)), 1e-12))
-    bu, bs = _byte_unit(float(max(result.memory_bytes, default=1)))
-    ax.step(result.memory_times / ts, result.memory_bytes / bs, where="post", color="#333333", label="memory")
-    budget = problem.budget_bytes if problem is not None else result.budget_bytes
-    if math.isfinite(budget):
-        ax.axhline(budget / bs, color="#c44e52", ls="--", label="budget")
+    _memory_axes(ax, result, problem, ts, planner_style(planner)[0] if planner else _MEMORY_COLOR)
     ax.set_xlabel(f"time ({tu})")
-    ax.set_ylabel(f"activations ({bu})")
-    ax.legend(fontsize=7)
+    _legend_below(fig, *ax.get_legend_handles_labels(), ncols=2)
     return _save(fig, path)
 
 
