@@ -1,11 +1,12 @@
 """report: tables against hand-built rows; figures by their artists, not pixels."""
 
-import itertools
 import math
 from dataclasses import asdict
 
 import pandas as pd
 import pytest
+from figure_checks import assert_legend_clear, copy_bars, drawn, styles_by_label
+from matplotlib.colors import to_hex
 
 from slackswap import CostModel, Decision, Plan, Problem, planners, report, simulate
 from slackswap.errors import ConfigError
@@ -91,46 +92,6 @@ def test_humanize_units():
     assert report.humanize(df).iloc[0].tolist() == ["12.30 ms", "3.00 GiB", "5.00%", "0.5000"]
 
 
-def _drawn(fig):
-    """Lay out and draw ``fig`` on an Agg canvas; its renderer, for the extents of its artists."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    canvas = FigureCanvasAgg(fig)
-    canvas.draw()
-    return canvas.get_renderer()
-
-
-def _legends(fig):
-    return list(fig.legends) + [ax.get_legend() for ax in fig.get_axes() if ax.get_legend() is not None]
-
-
-def _assert_legend_clear(fig):
-    """The figure has one legend; it is inside the figure and overlaps no panel (data, ticks,
-    axis labels, panel titles) and no figure title."""
-    r = _drawn(fig)
-    (legend,) = _legends(fig)
-    box = legend.get_window_extent(r)
-    assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1
-    for ax in fig.get_axes():
-        assert not box.overlaps(ax.get_tightbbox(r)), ax.get_title()
-    titles = [t for t in fig.texts if t.get_text()] + ([fig._suptitle] if fig._suptitle else [])
-    for t in titles:
-        assert not box.overlaps(t.get_window_extent(r)), t.get_text()
-    assert all(t.get_fontsize() >= 8 for t in legend.get_texts())
-    return legend
-
-
-def _colours(fig):
-    """label -> set of (colour, marker) over every panel of ``fig``."""
-    from matplotlib.colors import to_hex
-
-    out = {}
-    for ax in fig.get_axes():
-        for ln in ax.get_lines():
-            out.setdefault(ln.get_label(), set()).add((to_hex(ln.get_color()), ln.get_marker()))
-    return out
-
-
 def test_pareto_figure_has_one_line_per_fitting_planner_per_model(tmp_path):
     fig = report.pareto_figure(_rows(), path=tmp_path / "p.png")
     axes = fig.get_axes()
@@ -138,7 +99,7 @@ def test_pareto_figure_has_one_line_per_fitting_planner_per_model(tmp_path):
     for ax in axes:
         assert [ln.get_label() for ln in ax.get_lines()] == ["slack", "chen-sqrt", "milp"]
         assert [len(ln.get_xdata()) for ln in ax.get_lines()] == [2, 1, 2]
-    legend = _assert_legend_clear(fig)
+    legend = assert_legend_clear(fig)
     assert [t.get_text() for t in legend.get_texts()] == ["slack", "chen-sqrt", "milp"]
 
 
@@ -152,15 +113,13 @@ def test_pareto_figure_keeps_each_planners_colour_when_a_panel_lacks_a_planner()
     a, b = fig.get_axes()
     assert [ln.get_label() for ln in a.get_lines()] == ["slack", "chen-sqrt"]
     assert [ln.get_label() for ln in b.get_lines()] == ["chen-sqrt", "milp"]
-    styles = _colours(fig)
+    styles = styles_by_label(fig)
     assert {k: len(v) for k, v in styles.items()} == {"slack": 1, "chen-sqrt": 1, "milp": 1}
     for planner, ((colour, marker),) in styles.items():
         assert (colour, marker) == report.planner_style(planner)
-    legend = _assert_legend_clear(fig)
+    legend = assert_legend_clear(fig)
     assert [t.get_text() for t in legend.get_texts()] == ["slack", "chen-sqrt", "milp"]
     handles = {t.get_text(): h for t, h in zip(legend.get_texts(), legend.legend_handles, strict=True)}
-    from matplotlib.colors import to_hex
-
     assert {k: (to_hex(h.get_color()), h.get_marker()) for k, h in handles.items()} == {
         k: report.planner_style(k) for k in handles}
 
@@ -185,14 +144,14 @@ def test_pareto_variants_share_their_planners_colour_and_differ_by_line_style():
     assert lines["order=size"].get_color() == lines["slack"].get_color()
     assert lines["order=size"].get_marker() == lines["slack"].get_marker()
     assert lines["order=size"].get_linestyle() != lines["slack"].get_linestyle()
-    _assert_legend_clear(fig)
+    assert_legend_clear(fig)
 
 
 def test_pareto_legend_covers_no_line_with_one_panel():
     """One model (notebook 03): the legend sits below the panel, not over the lowest line."""
     df = _rows()
     fig = report.pareto_figure(df[df["model"] == "bert-large"])
-    _assert_legend_clear(fig)
+    assert_legend_clear(fig)
 
 
 def test_timeline_figure_draws_every_event_and_the_budget():
@@ -219,26 +178,19 @@ def test_timeline_figure_draws_every_event_and_the_budget():
 def test_timeline_figure_shows_each_copy_and_a_clear_title_and_legend():
     """Back-to-back copies are separate bars a reader can tell apart (one rectangle per copy,
     neighbours in different shades); the title, the one legend and the panels do not overlap."""
-    from matplotlib.colors import to_hex
-
     p = Problem.build("gpt2-xl", "a100-80gb", budget=0.5)
     plan = planners.get("slack").plan(p)
     r = simulate(p, plan, detail=True)
     fig = report.timeline_figure(r, p, planner="slack")
     gantt, mem = fig.get_axes()
-    for kind, name in (("d2h", "swap out (D2H)"), ("h2d", "swap in (H2D)")):
-        copies = sorted((e for e in r.events if e.kind == kind), key=lambda e: e.start)
-        assert len(copies) > 10
-        (bars,) = [c for c in gantt.containers if c.get_label() == name]
-        assert len(bars) == len(copies)
-        rects = sorted(bars, key=lambda b: b.get_x())
-        touching = [(a, b) for a, b in itertools.pairwise(rects) if b.get_x() - (a.get_x() + a.get_width()) < 1e-9]
-        assert touching, "the link is busy: some copies run back to back"
-        assert all(to_hex(a.get_facecolor()) != to_hex(b.get_facecolor()) for a, b in touching)
+    bars = copy_bars(fig, r)
+    for kind in ("d2h", "h2d"):
+        rects, touching = bars[kind]
+        assert len(rects) > 10 and touching, "the link is busy: some copies run back to back"
     title = fig._suptitle
     assert title is not None and "slack" in title.get_text() and "throughput ratio" in title.get_text()
-    legend = _assert_legend_clear(fig)
-    rd = _drawn(fig)
+    legend = assert_legend_clear(fig)
+    rd = drawn(fig)
     for ax in fig.get_axes():
         assert not title.get_window_extent(rd).overlaps(ax.get_tightbbox(rd))
     assert {t.get_text() for t in legend.get_texts()} >= {"forward", "backward", "swap out (D2H)", "swap in (H2D)",
@@ -255,6 +207,6 @@ def test_memory_figure_legend_is_clear_of_the_curve():
     problem = Problem(g, CostModel.unit(g), budget_bytes=6)
     r = simulate(problem, Plan({t.id: Decision.SWAP for t in g.planning_tensors()}), detail=True)
     fig = report.memory_figure(r, problem, planner="swap-all")
-    _assert_legend_clear(fig)
+    assert_legend_clear(fig)
     (curve,) = [ln for ln in fig.get_axes()[0].get_lines() if ln.get_label() == "activation memory"]
     assert curve.get_color() == report.planner_style("swap-all")[0]
