@@ -335,7 +335,7 @@ def timeline_figure(result, problem=None, path=None, title: str | None = None, p
         gantt.barh([_STREAMS.index(e.stream) for e in ev], [(e.end - e.start) / ts for e in ev],
                    left=[e.start / ts for e in ev], height=0.6, color=colors, label=name, linewidth=0)
     gantt.set_yticks(range(len(_STREAMS)), ["compute", "D2H", "H2D"])
-    gantt.invert_yaxis()
+    gantt.set_ylim(len(_STREAMS) - 0.5, -0.5)  # every lane, top down, even an idle one
     _memory_axes(mem, result, problem, ts, planner_style(planner)[0] if planner else _MEMORY_COLOR)
     mem.set_xlabel(f"time ({tu})")
     h1, l1 = gantt.get_legend_handles_labels()

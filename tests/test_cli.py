@@ -54,7 +54,18 @@ def test_plan_then_simulate_the_saved_plan(capsys, tmp_path):
     assert "throughput ratio" in out and "'order': 'size'" in out and "(fits)" in out
     saved = json.loads(plan.read_text())
     assert saved["planner"] == "slack" and len(saved["decisions"]) == 30
-    assert json.loads(trace.read_text())["traceEvents"] and fig.stat().st_size > 0
+    assert json.loads(trace.read_text())["traceEvents"]
+    # the timeline figure: the default size (9 x 5.2 in at 120 dpi), the memory curve in the
+    # planner's colour (the command passes the planner), the compute bars in theirs
+    from matplotlib.image import imread
+
+    from slackswap.report import planner_style
+
+    img = imread(fig)
+    assert img.shape[:2] == (624, 1080)
+    pixels = {tuple(p) for p in (img[..., :3] * 255).round().astype(int).reshape(-1, 3)}
+    for colour in (planner_style("slack")[0], "#4c72b0", "#55a868"):  # memory; forward, backward bars
+        assert tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5)) in pixels, colour
     ratio = [ln for ln in out.splitlines() if "throughput ratio" in ln]
     rc, out2, err = _run(capsys, "simulate", "--plan", str(plan), "--model", "tiny", "--budget", "0.8")
     assert rc == 0 and err == ""

@@ -153,17 +153,21 @@ def test_inline_link_table_with_preset(tmp_path):
     (lambda t: t.replace("matmul = 0.5", "matmul = { flops = [1], value = [0.5, 0.6] }"), "matmul"),
     (lambda t: t.replace("matmul = 0.5", "matmul = { bytes = [1], value = [0.5] }"), "bytes"),
     (lambda t: t.replace("[gpu.efficiency]", "[gpu.efficiency]\nconv = 0.5"), "conv"),
-    (lambda t: t + "[sources]\n", None),  # an empty sources table is fine
     (lambda t: t.replace('link = "pcie4-x16"', "link = [1, 2]"), "link"),
     (lambda t: t + "nonsense = = 1", "TOML"),
 ])
 def test_bad_keys_name_the_field(tmp_path, edit, field):
     path = _write(tmp_path, edit(GOOD))
-    if field is None:
-        hardware.load(path)
-        return
     with pytest.raises(ConfigError, match=field):
         hardware.load(path)
+
+
+def test_sources_table_is_optional_and_changes_no_number(tmp_path):
+    base = hardware.load(_write(tmp_path, GOOD))
+    empty = hardware.load(_write(tmp_path, GOOD + "[sources]\n"))
+    assert empty == base and empty.gpu.sources == base.gpu.sources == {}
+    cited = hardware.load(_write(tmp_path, GOOD + '[sources]\n"gpu.memory" = "datasheet"\n'))
+    assert cited == base and cited.gpu.sources == {"memory": "datasheet"}
 
 
 def test_bad_link_file(tmp_path):

@@ -166,6 +166,7 @@ def test_timeline_figure_draws_every_event_and_the_budget():
     kinds = {c.get_label(): len(c) for c in gantt.containers}
     assert kinds == {"forward": 4, "backward": 4, "optimizer": 1, "swap out (D2H)": 3, "swap in (H2D)": 3}
     assert max(p.get_x() + p.get_width() for p in bars) == 16
+    assert gantt.get_ylim() == (2.5, -0.5)  # all three lanes, compute on top
     lines = {ln.get_label(): ln for ln in mem.get_lines()}
     assert set(lines) == {"activation memory", "budget 6 B"}
     assert list(lines["budget 6 B"].get_ydata()) == [6, 6]
