@@ -81,16 +81,20 @@ def test_capacity_bound_is_tight_on_a_hand_example():
     assert capacity_bound(q) <= simulate(q, planners.get("brute").plan(q)).step_time_s
 
 
-@pytest.mark.parametrize("model", ["bert-large", "gpt2-xl", "llama-7b"])
-def test_bound_below_every_heuristic_on_the_published_rows(model):
+@pytest.mark.parametrize("model, proven", [("bert-large", 0.005), ("gpt2-xl", 0.004), ("llama-7b", 0.0002)])
+def test_bound_below_every_heuristic_on_the_published_rows(model, proven):
+    """README: ``slack`` is proven within 0.5%, 0.4% and 0.02% of the bound (rounded to two
+    decimals: measured 0.474%, 0.373%, 0.020%); capuchin, where it fits, is no closer."""
     p = Problem.build(model, "a100-80gb", 0.5)
     lb, how = lower_bound(p)
     assert lb > p.ideal_step_s and "capacity" in how
-    for name in ("slack", "capuchin"):
-        r = simulate(p, planners.get(name).plan(p), detail=False)
-        if r.fits:
-            assert r.step_time_s >= lb
-            assert 0 <= gap(p, r, lb) < 1
+    r = simulate(p, planners.get("slack").plan(p), detail=False)
+    assert r.fits and r.step_time_s >= lb
+    assert gap(p, r, lb) == pytest.approx(1 - lb / r.step_time_s)
+    assert 0 < gap(p, r, lb) < proven + 0.00005
+    c = simulate(p, planners.get("capuchin").plan(p), detail=False)
+    if c.fits:
+        assert c.step_time_s >= r.step_time_s and gap(p, c, lb) >= gap(p, r, lb)
 
 
 def test_aggregate_model_is_named_and_can_be_written(tmp_path):

@@ -225,21 +225,28 @@ def test_lower_bound_is_below_every_plan_and_gap(solved):
         assert lb >= p.ideal_step_s and how
         assert lb <= bp.info.objective * (1 + 1e-9)
         r = simulate(p, mp)
-        assert 0 <= gap(p, r) < 1
+        # the MILP plan is optimal (brute force agrees): its gap is exactly the bound's shortfall
+        # from the optimum, 13-25% on these toy graphs (unit costs, a few bytes per tensor)
+        assert r.step_time_s == pytest.approx(bp.info.objective, rel=1e-9)
+        assert gap(p, r) == pytest.approx(1 - lb / bp.info.objective, rel=1e-9)
+        assert 0.1 < gap(p, r) < 0.3
     p = _problem(chain(6, sizes=[1, 2, 3, 1, 2, 2]), 7)
     lb, how = lower_bound(p)
     assert lb > p.ideal_step_s and "LP" in how   # the relaxation adds something here
 
 
 def test_tiny_model_honours_the_time_limit():
-    """The whole plan() call (build + solve + checks) stays within the limit (plus a small margin)."""
+    """The whole plan() call (build + solve + checks) ends near its 2 s limit: measured 1.8-2.1 s
+    (2-core machine, 2026-11-30), while without a limit this model takes 78 s (docs/milp.md
+    section 9). The margin (2 s limit + 6 s) leaves room for a loaded CI machine and still fails
+    if the limit is not honoured."""
     import time
 
     p = Problem.build("tiny", "a100-80gb", 0.5, layers=1)
     t0 = time.perf_counter()
     mp = planners.get("milp", time_limit_s=2, threads=2).plan(p)
     wall = time.perf_counter() - t0
-    assert wall < 3.0, wall
+    assert wall < 2 + 6, wall
     assert mp.info.status in (Status.TIME_LIMIT, Status.OPTIMAL, Status.FEASIBLE), mp.info.message
     r = simulate(p, mp)
     assert r.fits and mp.info.objective == pytest.approx(r.step_time_s, rel=1e-9)

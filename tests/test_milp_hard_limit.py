@@ -66,14 +66,16 @@ def test_auto_mode_keeps_unlimited_and_relaxed_solves_in_process(monkeypatch):
 def test_hard_stop_when_highs_overruns_its_limit():
     """layers=2, budget 0.7 (7.6 M nonzeros): HiGHS 1.16 in this process, given 3 s, runs far past
     it inside presolve (measured 12.2-14.6 s before the hard stop, 2-core machine); the child is
-    stopped 3 s after its start (HiGHS itself gets 1.5 s)."""
+    stopped 3 s after its start (HiGHS itself gets 1.5 s). Measured 3.0-4.7 s with the stop; the
+    margin (3 s + 6 s, for spawning the child on a loaded CI machine) stays below the 12.2 s
+    that a missing stop takes."""
     p = Problem.build("tiny", "a100-80gb", 0.7, layers=2)
     model = planners.get("milp").build(p).model
     t = time.perf_counter()
     res = solve_highs(model, time_limit_s=3, threads=1)
     wall = time.perf_counter() - t
     assert res.status == "time_limit" and res.x is None, res.message
-    assert wall < 3 + 4, f"{wall:.1f} s: {res.message}"
+    assert wall < 3 + 6, f"{wall:.1f} s: {res.message}"
     assert _no_child_left()
 
 
@@ -83,9 +85,8 @@ def test_error_in_the_child_comes_back_as_an_error_result():
     m.add_ge("r", [(1.0, x)], 0.5)
     m.minimize([(1.0, x)])
     m.rows[0][7] = 1.0    # column 7 does not exist: only the child looks at the matrix
-    t = time.perf_counter()
     res = solve_highs(m, time_limit_s=20)
-    assert time.perf_counter() - t < 15
+    # "error", not "time_limit": the parent did not wait the child out (no wall clock needed)
     assert res.status == "error" and res.x is None
     assert "column 7" in res.message
     assert _no_child_left()
@@ -103,5 +104,7 @@ def test_keyboard_interrupt_stops_the_child():
             solve_highs(model, time_limit_s=60, threads=1)
     finally:
         timer.cancel()
-    assert time.perf_counter() - t < 10
+    # ignored, the interrupt would surface only at the 60 s limit; half of it is a margin that
+    # no loaded machine needs (measured about 2 s on the 2-core machine)
+    assert time.perf_counter() - t < 30
     assert _no_child_left()
