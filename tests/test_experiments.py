@@ -86,12 +86,22 @@ def test_resumed_sweep_skips_finished_runs(tmp_path):
 
 
 def test_dask_executor_gives_the_same_rows():
-    from distributed import Client, LocalCluster
+    """Runs shipped to two Dask worker processes (pickled there and back) give the rows of the
+    default pool; every run is a task that ran in a worker process, none in this one."""
+    import os
+
+    from distributed import Client, LocalCluster, get_task_stream
 
     default = sweep("tiny", "a100-80gb", BUDGETS, PLANNERS, progress=False)
-    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, Client(cluster) as client:
+    with (LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+          Client(cluster) as client, get_task_stream(client) as stream):
         dask = sweep("tiny", "a100-80gb", BUDGETS, PLANNERS, executor=client.get_executor(), progress=False)
+        pids = client.run(os.getpid)
     pd.testing.assert_frame_equal(_cmp(default), _cmp(dask))
+    assert len(pids) == 2 and os.getpid() not in pids.values()
+    ran = [t for t in stream.data if t.get("status") != "error"]
+    assert len(ran) >= len(BUDGETS) * len(PLANNERS)
+    assert {t["worker"] for t in ran} <= set(pids)
 
 
 def test_variants_links_and_overrides_expand_the_grid():
