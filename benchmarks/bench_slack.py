@@ -4,7 +4,9 @@
 
 Targets: a Llama-7B step in <= 0.5 s; the three published rows in <= 5 s together;
 the growth of planning time with the number of layers (llama-7b, layers = 8, 16, 32, 64);
-with ``--grid``: slack vs the best other heuristic on every model x budget 0.3..0.8.
+with ``--grid``: slack vs the best other heuristic on every model x budget 0.3..0.8;
+``--switches`` (alone): each switch away from its default, its step time against the default's
+(the problems of ``tests/test_slack.py``).
 """
 
 import sys
@@ -63,7 +65,29 @@ def grid():
             print(f"{model:12s} {b:6.1f} {r.throughput_ratio:7.5f} {best[0]:10.5f} {best[1]}")
 
 
+# each switch away from its default, on the problem where it matters (tests/test_slack.py)
+SWITCHES = (({"order": "size"}, "bert-large", 0.5), ({"order": "position"}, "bert-large", 0.5),
+            ({"mode": "swap_only"}, "bert-large", 0.5), ({"mode": "recompute_only"}, "bert-large", 0.5),
+            ({"prefetch": "first_use"}, "bert-large", 0.5), ({"prefetch": "lookahead"}, "bert-large", 0.5),
+            ({"keep_tail": False}, "bert-large", 0.5), ({"regen_masks": False}, "llama-7b", 0.5),
+            ({"pack": False}, "llama-7b", 0.6), ({"local_search": False}, "tiny", 0.4))
+
+
+def switches():
+    print("| switch | model | budget | default step | switched step | slower by |")
+    print("|---|---|---|---|---|---|")
+    for kw, model, b in SWITCHES:
+        p = Problem.build(model, "a100-80gb", budget=b)
+        d = simulate(p, SlackPlanner().plan(p), detail=False).step_time_s
+        o = simulate(p, SlackPlanner(**kw).plan(p), detail=False).step_time_s
+        (k, v), = kw.items()
+        print(f"| `{k}={v}` | {model} | {b} | {d * 1e3:.3f} ms | {o * 1e3:.3f} ms | {100 * (o / d - 1):.3f}% |")
+
+
 if __name__ == "__main__":
+    if "--switches" in sys.argv:
+        switches()
+        sys.exit()
     main()
     if "--grid" in sys.argv:
         grid()

@@ -105,7 +105,9 @@ def test_modes_respect_their_restriction(mode, absent, model):
                                 {"prefetch": "lookahead"}, {"keep_tail": False}, {"regen_masks": False},
                                 {"pack": False}],
                          ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
-def test_each_switch_changes_the_plan_and_stays_valid(kw):
+def test_each_switch_changes_the_plan_and_the_default_is_faster(kw):
+    """docs/planners.md (table of switches): every switch away from its default gives a valid
+    plan that is slower than the default's on these problems."""
     # regen_masks only matters where cheap tensors would otherwise take copy slack (llama-7b);
     # pack where the size-packed greedy wins (llama-7b at 0.6, measured 0.99856 vs 0.99851)
     p = _problem("llama-7b" if "regen_masks" in kw else "bert-large")
@@ -113,7 +115,8 @@ def test_each_switch_changes_the_plan_and_stays_valid(kw):
         p = _problem("llama-7b", 0.6)
     base, other = SlackPlanner().plan(p), SlackPlanner(**kw).plan(p)
     assert (base.decisions, base.issue_points) != (other.decisions, other.issue_points)
-    _check(p, other)
+    rb, ro = _check(p, base), _check(p, other)
+    assert rb.fits and ro.fits and rb.step_time_s < ro.step_time_s
 
 
 def test_local_search_switch_changes_the_plan_and_only_improves():
