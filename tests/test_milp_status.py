@@ -41,6 +41,13 @@ def test_no_plan_found_is_not_a_proof_of_infeasibility():
         p, planners.get("dp-checkpoint").plan(p)).step_time_s
 
 
+def test_exact_path_stopped_without_a_plan_says_no_plan_found():
+    p = _chain48()
+    mp = planners.get("milp", allow_swap=False, warm_start=False, max_exact_tensors=100, time_limit_s=1).plan(p)
+    assert mp.info.status is Status.NO_PLAN_FOUND, mp.info.message
+    assert mp.info.lower_bound is not None and "time limit" in mp.info.message
+
+
 def _mask_problem():
     """x: a 10 B mask from op0 read and saved by op2, y: 5 B from op1. At op1 x and y are both
     resident under every plan (15 B > 12 B). The floor is pinned at today's 11 B so that the

@@ -286,8 +286,9 @@ class MilpPlanner:
         return Plan(dec, planner=self.name, params=self.params, problem_key=problem.key)
 
     def _fallback(self, problem, warm, src, bound, size, wall, message, status=Status.TIME_LIMIT):
-        """The warm start (a plan that fits) with ``status``, a certified bound and the proven gap;
-        without one NO_PLAN_FOUND (ERROR when ``status`` is ERROR): nothing is proven."""
+        """The warm start (a plan that fits) with ``status`` (FEASIBLE for ERROR), a certified bound
+        and the proven gap; without one NO_PLAN_FOUND (ERROR when ``status`` is ERROR): nothing is
+        proven."""
         if warm is None:
             st = Status.ERROR if status is Status.ERROR else Status.NO_PLAN_FOUND
             return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
@@ -296,6 +297,7 @@ class MilpPlanner:
                                        model_size=size or {}, message=message + "; no candidate plan fits"))
         obj = simulate(problem, warm, detail=False).step_time_s
         bound = min(_certified(problem, bound), obj)
+        status = Status.FEASIBLE if status is Status.ERROR else status     # a plan that fits all the same
         return warm.with_info(status=status, objective=obj, lower_bound=bound, gap=_gap(obj, bound),
                               wall_s=wall(), model_size=size or {}, message=f"{message}; incumbent: {src}'s plan")
 
