@@ -68,8 +68,8 @@ def run_sweep(name: str, out: Path) -> tuple[str, float]:
              f"({len(df)} runs, {dt:.0f} s here; empty cells: the plan does not fit).", _md(table)]
     if name == "optimality_gap":
         parts += ["The `milp` column: these full-size problems exceed the exact formulation "
-                  "(`max_exact_tensors`, docs/milp.md section 7), so it reports the better of the `slack` "
-                  "incumbent and the aggregated MILP's decisions, with a certified bound (the aggregated "
+                  "(`max_exact_tensors`, docs/milp.md section 7), so it reports the best of every heuristic's "
+                  "plan and the aggregated MILP's decisions, with a certified bound (the aggregated "
                   "MILP's dual bound, at least the LP bound below); the exact MILP runs on small problems "
                   "(tests/test_milp.py, notebooks/02_heuristic_vs_exact.ipynb).",
                   "Gap to the certified lower bound (`step / bound - 1`; bound: `slackswap.bounds.lower_bound`, "

@@ -5,10 +5,13 @@
 1. **ideal** (always): every plan runs every forward and backward op once and the optimizer, on one
    compute stream: ``step >= sum fwd_s + sum bwd_s + optimizer_s`` (docs/timeline.md 1).
 2. **LP relaxation** (problems with at most ``lp_max_tensors`` planning tensors): the linear
-   relaxation of the exact MILP (docs/milp.md) with H2D timed at the full-duplex rate. The MILP's
-   optimum is <= the simulated time of every plan (its feasible set contains every plan with every
-   issue point, and a slower duplex rate only delays copies: the timeline is monotone, max-plus),
-   so its relaxation is a bound too. Skipped when the MILP had to be narrowed (capped trees).
+   relaxation of the exact MILP (docs/milp.md) with H2D timed at the full-duplex rate and without
+   its production-order D2H rows (``d2h_fifo``). That MILP's optimum is <= the simulated time of
+   every plan (its feasible set contains every plan with every issue point and every
+   ``d2h_order``: each copy still starts after its producer, and a memory wait for a prefix of any
+   D2H order is one of the waits it allows; a slower duplex rate only delays copies: the timeline
+   is monotone, max-plus), so its relaxation is a bound too. Skipped when the MILP had to be
+   narrowed (capped trees).
 
 3. **PCIe capacity** (always, any size; ``capacity_bound``): at the start of every forward step and
    of the first backward step, the accounted memory (docs/timeline.md 4) must fit the budget. Under
@@ -62,7 +65,7 @@ def lower_bound(problem, lp_max_tensors: int = 12) -> tuple[float, str]:
         if problem.costs.duplex_factor < 1:
             p = replace(problem, costs=replace(problem.costs, duplex_factor=1.0))
         try:
-            built = build(p)
+            built = build(p, d2h_fifo=False)
         except ValueError:
             return best, how
         if built.narrowed:
@@ -71,7 +74,7 @@ def lower_bound(problem, lp_max_tensors: int = 12) -> tuple[float, str]:
         if res.status == "optimal" and res.objective is not None:
             lp = res.objective * built.tau * (1 - 1e-9)
             if lp > best:
-                best, how = lp, "LP relaxation of the exact MILP"
+                best, how = lp, "LP relaxation of the exact MILP (any D2H order)"
     return best, how
 
 
@@ -124,12 +127,15 @@ def capacity_bound(problem) -> float:
 
 
 def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None = None,
-                    mip_rel_gap: float = 1e-6):
+                    mip_rel_gap: float = 1e-6, node_limit: int | None = None):
     """Least extra time (seconds over the ideal step) of the aggregated relaxation
     (``slackswap/planners/_milp_aggregate.py``), solved by HiGHS (``scipy.optimize.milp``): its LP
-    optimum, or with ``integral`` the dual bound of the MILP reached by ``time_limit_s``.
-    Returns ``(seconds, Aggregate or None, scipy result or None)``; 0.0 when nothing is proven.
-    Shaved by the solver's feasibility tolerance (1e-7 of the forward time)."""
+    optimum, or with ``integral`` the dual bound of the MILP reached after ``node_limit``
+    branch-and-bound nodes (a work limit: the same result on any machine) or ``time_limit_s``
+    seconds, whichever comes first. Returns ``(seconds, Aggregate or None, scipy result or
+    None)``; 0.0 when nothing is proven (result None with a constant row that fails,
+    ``Aggregate.model.infeasible``: no plan fits). Shaved by the solver's feasibility tolerance
+    (1e-7 of the forward time)."""
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp
 
@@ -139,12 +145,16 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     if agg is None:
         return 0.0, None, None
     mdl = agg.model
+    if mdl.infeasible:
+        return 0.0, agg, None
     obj = np.zeros(len(mdl.names))
     for v, cf in mdl.obj.items():
         obj[v] = cf
     opts = {"mip_rel_gap": mip_rel_gap}
     if time_limit_s is not None:
         opts["time_limit"] = float(time_limit_s)
+    if node_limit is not None:
+        opts["node_limit"] = int(node_limit)
     res = milp(obj, constraints=LinearConstraint(mdl.csr(), mdl.lo, mdl.hi), integrality=np.asarray(mdl.integer, int),
                bounds=Bounds(mdl.lb, mdl.ub), options=opts)
     if integral:

@@ -369,7 +369,8 @@ def _reproduce_args(p):
     p.add_argument("--budget", type=_budget_value, default=0.5, help="activation budget (default 0.5)")
     p.add_argument("--planners", help=f"comma-separated heuristics (default: those of {','.join(REPRODUCE_PLANNERS)} "
                                       "that are installed)")
-    p.add_argument("--exact", action="store_true", help="add the milp planner: exact on small problems, a proven gap on full-size ones (about 10 s each)")
+    p.add_argument("--exact", action="store_true", help="add the milp planner: exact on small problems, a proven gap on full-size ones "
+                        "(a fixed number of solver nodes: the same result on any machine)")
     p.add_argument("--time-limit", type=float, default=120.0, help="MILP time limit per problem, seconds")
     p.add_argument("--workers", type=_positive_int, default=2, help="processes (default 2)")
     p.add_argument("--out", help="directory for runs.csv, published.csv/.md, gaps.csv/.md")

@@ -39,9 +39,16 @@ class Decision(str, enum.Enum):
 
 
 class Status(str, enum.Enum):
+    """How a planner's plan stands. OPTIMAL: proven best (for exact planners, within the plans
+    they search: docs/milp.md section 5); FEASIBLE: the plan fits; INFEASIBLE: the plan does not
+    fit (exact planners: no plan fits, proven); NO_PLAN_FOUND: an exact planner found no plan that
+    fits but did not prove that none exists; TIME_LIMIT: stopped by a time limit with a plan that
+    fits; ERROR: the solver failed."""
+
     OPTIMAL = "OPTIMAL"
     FEASIBLE = "FEASIBLE"
     INFEASIBLE = "INFEASIBLE"
+    NO_PLAN_FOUND = "NO_PLAN_FOUND"
     TIME_LIMIT = "TIME_LIMIT"
     ERROR = "ERROR"
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_milp import CASES, _case
 
-from slackswap import CostModel, Problem, planners, simulate
+from slackswap import CostModel, Problem, SlackSwapError, planners, simulate
 from slackswap.bounds import aggregate_bound, capacity_bound, gap, lower_bound
 from slackswap.synthetic import chain, mixed_dag, random_dag, residual_block
 
@@ -113,3 +113,31 @@ def test_aggregate_model_is_named_and_can_be_written(tmp_path):
 def test_aggregate_bound_is_ideal_when_keep_all_fits():
     p = Problem.build("tiny", "a100-80gb", 1.0, layers=1)
     assert aggregate_bound(p)[0] == 0.0 and capacity_bound(p) == p.ideal_step_s
+
+
+@settings(max_examples=150, deadline=None)
+@given(small_problems(), st.data())
+def test_bounds_hold_for_plans_with_any_d2h_order(p, data):
+    """The bounds of slackswap.bounds (the README's gaps) hold for every plan, whatever its
+    ``d2h_order``: random decisions, the swapped tensors copied out in a random order."""
+    from slackswap import Decision, Plan
+
+    g = p.graph
+    dec = {}
+    for t in p.planning_ids:
+        allowed = [Decision.KEEP] + [Decision.SWAP] * g.tensors[t].swappable \
+            + [Decision.RECOMPUTE] * g.tensors[t].recomputable
+        dec[t] = data.draw(st.sampled_from(allowed))
+    swaps = [t for t in p.planning_ids if dec[t] is Decision.SWAP]
+    order = data.draw(st.permutations(swaps))
+    try:
+        r = simulate(p, Plan(dec, d2h_order=order, problem_key=p.key), detail=False)
+    except SlackSwapError:      # an order that needs a copy before its producer ran
+        return
+    if not r.fits:
+        return
+    step = r.step_time_s * (1 + 1e-9)
+    assert capacity_bound(p) <= step
+    assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10)[0] <= step
+    lb, how = lower_bound(p, lp_max_tensors=12)
+    assert lb <= step, how

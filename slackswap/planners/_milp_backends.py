@@ -126,6 +126,9 @@ def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
     HiGHS itself is given ``max(L / 2, L / 1.05 - 1)`` and the child is killed ``L`` s after its
     start, and the call then returns status "time_limit" without a solution. A child that fails returns status "error" with its exception.
     Without a limit, for ``relax`` and for LPs HiGHS runs in this process."""
+    early = _constant_infeasible(model)
+    if early is not None:
+        return early
     limited = time_limit_s is not None or deadline is not None
     iso = ISOLATE if isolate is None else isolate
     if iso is None:
@@ -304,7 +307,18 @@ def solve_cvxpy(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
     return Result("optimal" if optimal else "time_limit", xv, obj, obj if optimal else None)
 
 
+def _constant_infeasible(model) -> Result | None:
+    """Status "infeasible" when a constant row of ``model`` fails (``Model.infeasible``)."""
+    bad = getattr(model, "infeasible", None)
+    if bad:
+        return Result("infeasible", None, None, None, "constant row " + bad[0])
+    return None
+
+
 def solve(model, solver: str, **kw) -> Result:
+    early = _constant_infeasible(model)
+    if early is not None:
+        return early
     if solver == "highs":
         kw.pop("write", None)
         return solve_highs(model, **kw)

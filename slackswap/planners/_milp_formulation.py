@@ -45,9 +45,10 @@ class Built:
 
 
 def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
-          deadline: float | None = None) -> Built:
+          deadline: float | None = None, d2h_fifo: bool = True) -> Built:
     """The model of ``problem``; ``deadline`` (a ``time.perf_counter()`` value) stops a build that
-    takes too long with ``BuildTimeout``."""
+    takes too long with ``BuildTimeout``. ``d2h_fifo=False`` leaves out the production-order D2H
+    rows (``d2h_fifo``): a relaxation of the plans with any ``d2h_order`` (``bounds.lower_bound``)."""
     tick = _clock(deadline)
     g, c = problem.graph, problem.costs
     T, ops, n = g.tensors, g.ops, len(g.ops)
@@ -179,7 +180,7 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
         d2h_end[t] = m.var(f"d2h_end[{t}]")
         et, ec = end_terms(T[t].producer, -1.0)
         m.add_ge(f"d2h_after_producer[{t}]", [(1.0, ds)] + et, -ec)
-        if prev is not None:
+        if prev is not None and d2h_fifo:
             m.add_ge(f"d2h_fifo[{t}]", [(1.0, ds), (-1.0, d2h_end[prev])], 0.0)
         m.add_eq(f"d2h_dur[{t}]", [(1.0, d2h_end[t]), (-1.0, ds), (-c.d2h_s[t] / tau, swap[t])], 0.0)
         prev = t

@@ -39,6 +39,9 @@ class Model:
         self.hi: list[float] = []
         self.obj: dict[int, float] = {}
         self.obj_const = 0.0
+        self.infeasible: list[str] = []
+        """Names of constant rows (no column left) that fail their bounds: they hold for every
+        plan, so the model has no solution (the backends return status "infeasible")."""
 
     # ---- building ----
     def var(self, name: str, lb: float = 0.0, ub: float = INF, binary: bool = False) -> int:
@@ -58,9 +61,9 @@ class Model:
             if c:
                 row[v] = row.get(v, 0.0) + float(c)
         row = {v: c for v, c in row.items() if c}
-        if not row:  # constant constraint: check it now instead of passing an empty row
+        if not row:  # constant constraint: checked now instead of passing an empty row
             if lo > 1e-9 or hi < -1e-9:
-                raise SlackSwapError(f"MILP model: constraint {name!r} is 0 in [{lo}, {hi}]: infeasible")
+                self.infeasible.append(name)
             return
         self.row_names.append(name)
         self.rows.append(row)

@@ -17,7 +17,7 @@ import math
 import time
 
 from ..errors import SlackSwapError
-from ..plan import Decision, Plan, SolveInfo, Status
+from ..plan import Decision, Plan, SolveInfo, Status, validate
 from ..timeline import simulate
 from ._milp_backends import BACKENDS, solve
 from .base import Tags, available, get, int_param, register
@@ -34,15 +34,21 @@ nonzeros) is solved to optimality in 47-78 s without it and not within 20 s with
 class MilpPlanner:
     """``milp(solver="highs", time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
     warm_start=True, write_lp=None, allow_swap=True, allow_recompute=True, max_tree_nodes=4000,
-    max_exact_tensors=40, aggregate_time_s=10, presolve="auto")``.
+    max_exact_tensors=40, aggregate_nodes=20, aggregate_time_s=60, presolve="auto")``.
+
+    The warm start (and fallback incumbent) is the fastest fitting plan of keep-all, recompute-all
+    and every registered heuristic that respects ``allow_swap`` / ``allow_recompute``. The exact
+    model's optimum and bound are among plans with D2H in production order (docs/milp.md
+    section 5); INFEASIBLE means no plan fits (proven), NO_PLAN_FOUND that none was found.
 
     Problems with more than ``max_exact_tensors`` planning tensors are beyond the exact formulation
     (it grows exponentially along residual streams, docs/milp.md section 7): the planner then solves
-    the aggregated relaxation (``_milp_aggregate.py``; its LP, then its MILP for at most
-    ``aggregate_time_s`` seconds), returns the better of the warm start and the aggregated MILP's
-    decisions as judged by the simulator, with the certified lower bound and the proven gap
-    between them: status OPTIMAL when that gap is at most ``mip_rel_gap``, else FEASIBLE; the
-    message says which bound and which incumbent."""
+    the aggregated relaxation (``_milp_aggregate.py``; its LP, then its MILP for
+    ``aggregate_nodes`` branch-and-bound nodes, a work limit, with ``aggregate_time_s`` seconds as
+    a safety cap), returns the better of the warm start and the aggregated MILP's decisions as
+    judged by the simulator, with the certified lower bound and the proven gap between them:
+    status OPTIMAL when that gap is at most ``mip_rel_gap``, else FEASIBLE; the message says which
+    bound and which incumbent."""
 
     name = "milp"
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
@@ -50,11 +56,13 @@ class MilpPlanner:
     def __init__(self, solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-9,
                  threads: int | None = None, seed: int = 0, warm_start: bool = True, write_lp=None,
                  allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
-                 max_exact_tensors: int = 40, aggregate_time_s: float = 10.0, presolve="auto"):
+                 max_exact_tensors: int = 40, aggregate_nodes: int = 20, aggregate_time_s: float = 60.0,
+                 presolve="auto"):
         self.solver, self.time_limit_s, self.mip_rel_gap = solver, time_limit_s, mip_rel_gap
         self.threads, self.seed, self.warm_start, self.write_lp = threads, seed, warm_start, write_lp
         self.allow_swap, self.allow_recompute, self.max_tree_nodes = allow_swap, allow_recompute, max_tree_nodes
         self.max_exact_tensors, self.aggregate_time_s = max_exact_tensors, aggregate_time_s
+        self.aggregate_nodes = aggregate_nodes
         self.presolve = presolve
 
     @property
@@ -62,7 +70,8 @@ class MilpPlanner:
         return {"solver": self.solver, "time_limit_s": self.time_limit_s, "mip_rel_gap": self.mip_rel_gap,
                 "threads": self.threads, "seed": self.seed, "warm_start": self.warm_start,
                 "allow_swap": self.allow_swap, "allow_recompute": self.allow_recompute,
-                "max_exact_tensors": self.max_exact_tensors, "aggregate_time_s": self.aggregate_time_s,
+                "max_exact_tensors": self.max_exact_tensors, "aggregate_nodes": self.aggregate_nodes,
+                "aggregate_time_s": self.aggregate_time_s,
                 "presolve": self.presolve}
 
     def _check(self):
@@ -71,6 +80,7 @@ class MilpPlanner:
         if self.time_limit_s is not None and not (isinstance(self.time_limit_s, (int, float)) and self.time_limit_s > 0):
             raise SlackSwapError(f"milp.time_limit_s: must be a positive number of seconds or None, got {self.time_limit_s!r}")
         int_param("milp", "max_exact_tensors", self.max_exact_tensors)
+        int_param("milp", "aggregate_nodes", self.aggregate_nodes)
         if isinstance(self.aggregate_time_s, bool) or not (isinstance(self.aggregate_time_s, (int, float))
                                                            and self.aggregate_time_s >= 0):
             raise SlackSwapError(f"milp.aggregate_time_s: must be a number of seconds >= 0 (0: LP bound only), "
@@ -103,13 +113,13 @@ class MilpPlanner:
         limit = self.time_limit_s
         # the post-processing (fixed-integer LP, two simulations) gets 10% of the limit
         deadline = None if limit is None else t0 + 0.9 * limit
-        warm = self._warm(problem) if self.warm_start else None
+        warm, src = self._warm(problem) if self.warm_start else (None, "")
         if len(problem.planning_ids) > self.max_exact_tensors:
-            return self._beyond_exact(problem, warm, wall, deadline)
+            return self._beyond_exact(problem, warm, src, wall, deadline)
         try:
             built = self.build(problem, deadline)
         except BuildTimeout:
-            return self._fallback(problem, warm, None, None, wall,
+            return self._fallback(problem, warm, src, None, None, wall,
                                   f"time limit {limit} s reached while building the model")
         model = built.model
         if self.write_lp:
@@ -131,19 +141,27 @@ class MilpPlanner:
         solve_wall = time.perf_counter() - t_solve
         note = "; ".join(built.narrowed)
         if res.status == "infeasible":
-            dec = warm.decisions if warm is not None else {t: Decision.KEEP for t in problem.planning_ids}
-            msg = "no plan fits the budget (the MILP is infeasible)" + (f"; narrowed model: {note}" if note else "")
-            return Plan(dec, planner=self.name, params=self.params, problem_key=problem.key,
-                        info=SolveInfo(Status.INFEASIBLE, wall_s=wall(), model_size=size, message=msg))
+            why = (f"memory no plan can avoid exceeds the budget (row {model.infeasible[0]} has no decision "
+                   "left and fails)" if model.infeasible
+                   else "the MILP is infeasible")
+            if built.narrowed and not model.infeasible:   # the narrowed model leaves plans out: no proof
+                return self._fallback(problem, warm, src, None, size, wall,
+                                      f"the narrowed model is infeasible ({note})", Status.FEASIBLE)
+            if warm is not None:     # cannot happen if the model is exact: say so rather than hide it
+                return self._fallback(problem, warm, src, None, size, wall,
+                                      f"model/simulator mismatch: {why}, but the warm start fits", Status.FEASIBLE)
+            return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
+                        problem_key=problem.key,
+                        info=SolveInfo(Status.INFEASIBLE, wall_s=wall(), model_size=size,
+                                       message=f"no plan fits the budget: {why}" + self._among(False)))
         # with a narrowed model the solver's bound covers only the plans that model allows
         bound = None if res.bound is None or built.narrowed else res.bound * built.tau
         if res.x is None:
-            if res.status != "time_limit" and warm is None:
-                return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
-                            problem_key=problem.key, info=SolveInfo(Status.ERROR, wall_s=wall(), model_size=size,
-                                                                    message=res.message or "no solution"))
-            return self._fallback(problem, warm, bound, size, wall,
-                                  "time limit before the solver found a plan: the warm start"
+            if res.status != "time_limit":
+                return self._fallback(problem, warm, src, bound, size, wall,
+                                      f"the solver failed ({res.message or 'no solution'})", Status.ERROR)
+            return self._fallback(problem, warm, src, bound, size, wall,
+                                  "time limit before the solver found a plan"
                                   + (f" ({res.message})" if res.message else ""))
         # the polishing LP passes the whole model to HiGHS again: only when the time left could
         # plausibly hold it (at least half what the solve call took), else use the simulated time
@@ -153,11 +171,12 @@ class MilpPlanner:
         r = simulate(problem, plan, detail=False)
         if obj is None:   # no time left to polish: the simulated time (exact when duplex_factor == 1)
             obj = r.step_time_s
+        msgs = [note] if note else []
         if warm is not None and res.status != "optimal":
             rw = simulate(problem, warm, detail=False)
             if rw.fits and (not r.fits or rw.step_time_s < r.step_time_s):
                 plan, r, obj = warm, rw, rw.step_time_s
-        msgs = [note] if note else []
+                msgs.append(f"incumbent: {src}'s plan")
         status = Status.OPTIMAL if res.status == "optimal" else Status.TIME_LIMIT
         if problem.costs.duplex_factor < 1:
             msgs.append(f"duplex_factor {problem.costs.duplex_factor} < 1: the MILP times H2D at the full-duplex "
@@ -183,49 +202,70 @@ class MilpPlanner:
             # duplex < 1: the relaxation's optimum is a bound, and this plan's simulated time meets it
             status = Status.OPTIMAL
             msgs.append("the simulated time equals the relaxation's optimum: proven optimal")
+        msgs.append(self._among(True).lstrip("; "))
         return plan.with_info(status=status, objective=obj, lower_bound=bound, gap=gap,
-                              wall_s=wall(), model_size=size, message="; ".join(msgs))
+                              wall_s=wall(), model_size=size, message="; ".join(m for m in msgs if m))
 
-    def _beyond_exact(self, problem, warm, wall, deadline):
+    def _among(self, order: bool) -> str:
+        """Which plans the exact model's optimum and bound (``order``) or its infeasibility cover:
+        D2H in production order (an optimum and bound only: no D2H order lets more plans fit,
+        docs/milp.md section 5) and the ``allow_*`` switches."""
+        kinds = ["D2H in production order"] if order else []
+        kinds += [] if self.allow_swap else ["no SWAP"]
+        kinds += [] if self.allow_recompute else ["no RECOMPUTE"]
+        if not kinds:
+            return ""
+        return f"; {'optimum and bound' if order else 'proof'} among plans with " + ", ".join(kinds)
+
+    def _beyond_exact(self, problem, warm, src, wall, deadline):
         """Too large for the exact model: the best of the warm start and the aggregated MILP's
         decisions, judged by the simulator, with the certified bound of the aggregated relaxation
-        (its LP, then its MILP dual bound within ``aggregate_time_s``) and the proven gap."""
+        (its LP, then its MILP dual bound after ``aggregate_nodes`` branch-and-bound nodes) and the
+        proven gap. INFEASIBLE only when the relaxation is infeasible (then no plan fits)."""
         from ..bounds import aggregate_bound, lower_bound
 
         n = len(problem.planning_ids)
-        if warm is None:
-            warm = self._warm(problem)
         bound, how = lower_bound(problem, lp_max_tensors=0)
         msg = [f"{n} planning tensors > max_exact_tensors={self.max_exact_tensors}: exact model not built"]
         best, obj = None, None
+        inc = None
         if warm is not None:
-            r = simulate(problem, warm, detail=False)
-            if r.feasible and r.fits:
-                best, obj = warm, r.step_time_s
-        size = {}
+            best, obj, inc = warm, simulate(problem, warm, detail=False).step_time_s, f"incumbent: {src}'s plan"
+        size, proven = {}, False
         left = self.aggregate_time_s if deadline is None else min(self.aggregate_time_s, deadline - time.perf_counter())
-        if left > 0.5 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
+        if left > 0.5 and self.aggregate_nodes > 0 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
             t_agg = time.perf_counter()
             extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left,
+                                              node_limit=self.aggregate_nodes,
                                               mip_rel_gap=max(self.mip_rel_gap, 1e-6))
             if agg is not None:
                 size = agg.model.size()
+                proven = bool(agg.model.infeasible) or getattr(res, "status", None) == 2
+                timed = time.perf_counter() - t_agg >= 0.95 * left
+                work = (f"aggregated MILP after {getattr(res, 'mip_node_count', 0)} nodes"
+                        + (f", stopped by the time limit ({left:.3g} s): depends on machine speed" if timed else ""))
                 if problem.ideal_step_s + extra > bound:
-                    bound = problem.ideal_step_s + extra
-                    how = f"dual bound of the aggregated MILP after {time.perf_counter() - t_agg:.1f} s"
+                    bound, how = problem.ideal_step_s + extra, f"dual bound of the {work}"
+                else:
+                    msg.append(work)
                 cand = self._aggregate_plan(problem, agg, res)
                 if cand is not None:
                     rc = simulate(problem, cand, detail=False)
                     if rc.feasible and rc.fits and (obj is None or rc.step_time_s < obj):
-                        best, obj = cand, rc.step_time_s
-                        msg.append("incumbent: the aggregated MILP's decisions")
+                        best, obj, inc = cand, rc.step_time_s, "incumbent: the aggregated MILP's decisions"
+        msg += [inc] if inc else []
         msg.append(f"bound: {how}")
         if best is None:
-            msg.append("no candidate plan fits")
-            dec = warm.decisions if warm is not None else {t: Decision.KEEP for t in problem.planning_ids}
-            return Plan(dec, planner=self.name, params=self.params, problem_key=problem.key,
-                        info=SolveInfo(Status.INFEASIBLE, lower_bound=bound, wall_s=wall(), model_size=size,
-                                       message="; ".join(msg)))
+            if not proven:     # the MILP was skipped or stopped: its LP may still prove it
+                lp = aggregate_bound(problem)
+                proven = lp[1] is not None and (bool(lp[1].model.infeasible) or getattr(lp[2], "status", None) == 2)
+            status = Status.INFEASIBLE if proven else Status.NO_PLAN_FOUND
+            msg.append("no plan fits the budget: the aggregated relaxation is infeasible" if proven
+                       else "no candidate plan fits (not proven: the exact model was not built)")
+            return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
+                        problem_key=problem.key,
+                        info=SolveInfo(status, lower_bound=None if proven else bound, wall_s=wall(),
+                                       model_size=size, message="; ".join(msg)))
         plan = Plan(best.decisions, issue_points=best.issue_points, d2h_order=best.d2h_order,
                     planner=self.name, params=self.params, problem_key=problem.key)
         gap = _gap(obj, bound)
@@ -245,17 +285,21 @@ class MilpPlanner:
             return None
         return Plan(dec, planner=self.name, params=self.params, problem_key=problem.key)
 
-    def _fallback(self, problem, warm, bound, size, wall, message):
-        """TIME_LIMIT with the warm start (or ERROR when there is none)."""
+    def _fallback(self, problem, warm, src, bound, size, wall, message, status=Status.TIME_LIMIT):
+        """The warm start (a plan that fits) with ``status`` (FEASIBLE for ERROR), a certified bound
+        and the proven gap; without one NO_PLAN_FOUND (ERROR when ``status`` is ERROR): nothing is
+        proven."""
         if warm is None:
+            st = Status.ERROR if status is Status.ERROR else Status.NO_PLAN_FOUND
             return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
-                        problem_key=problem.key, info=SolveInfo(Status.ERROR, wall_s=wall(), model_size=size or {},
-                                                                message=message + "; no warm start"))
-        r = simulate(problem, warm, detail=False)
-        obj = r.step_time_s if r.fits else None
-        bound = _certified(problem, bound)
-        return warm.with_info(status=Status.TIME_LIMIT, objective=obj, lower_bound=bound, gap=_gap(obj, bound),
-                              wall_s=wall(), model_size=size or {}, message=message)
+                        problem_key=problem.key,
+                        info=SolveInfo(st, lower_bound=_certified(problem, bound), wall_s=wall(),
+                                       model_size=size or {}, message=message + "; no candidate plan fits"))
+        obj = simulate(problem, warm, detail=False).step_time_s
+        bound = min(_certified(problem, bound), obj)
+        status = Status.FEASIBLE if status is Status.ERROR else status     # a plan that fits all the same
+        return warm.with_info(status=status, objective=obj, lower_bound=bound, gap=_gap(obj, bound),
+                              wall_s=wall(), model_size=size or {}, message=f"{message}; incumbent: {src}'s plan")
 
     def _extract(self, problem, built, xval, deadline=None, polish: bool = True):
         dec, issue = _decisions(problem, xval, built.swap, built.rec), {}
@@ -286,30 +330,39 @@ class MilpPlanner:
         return res.objective
 
     def _warm(self, problem):
-        """The warm start: ``slack`` if registered (and swapping is allowed), else the best fitting
-        of keep-all and recompute-where-allowed."""
-        cands = []
-        if self.allow_swap and self.allow_recompute and "slack" in available():
-            try:
-                cands.append(get("slack").plan(problem))
-            except SlackSwapError:
-                pass
-        g = problem.graph
-        ids = problem.planning_ids
-        cands.append(Plan({t: Decision.KEEP for t in ids}, problem_key=problem.key))
+        """The warm start and its source: the fastest plan that fits, by simulation, among keep-all,
+        recompute-all (when allowed) and the plan of every registered planner that is neither exact
+        nor nondeterministic, keeping those that use only the choices ``allow_swap`` and
+        ``allow_recompute`` permit. ``(None, "")`` when none fits."""
+        g, ids = problem.graph, problem.planning_ids
+        cands = [("keep-all", Plan({t: Decision.KEEP for t in ids}))]
         if self.allow_recompute:
-            cands.append(Plan({t: Decision.RECOMPUTE if g.tensors[t].recomputable else Decision.KEEP for t in ids},
-                              problem_key=problem.key))
-        best, bt = None, math.inf
-        for p in cands:
-            p = Plan(p.decisions, issue_points=p.issue_points if self.allow_swap else {}, planner=self.name,
-                     params=self.params, problem_key=problem.key)
-            if not self.allow_swap and p.ids(Decision.SWAP):
+            cands.append(("recompute-all", Plan({t: Decision.RECOMPUTE if g.tensors[t].recomputable
+                                                 else Decision.KEEP for t in ids})))
+        for name in available():
+            if name in (self.name, "keep-all", "recompute-all"):
                 continue
-            r = simulate(problem, p, detail=False)
+            try:
+                other = get(name)
+                if other.tags.exact or not other.tags.deterministic:
+                    continue
+                cands.append((name, other.plan(problem)))
+            except SlackSwapError:        # e.g. a chain-only planner on a DAG
+                continue
+        best, bt, src = None, math.inf, ""
+        for name, p in cands:
+            if (not self.allow_swap and p.ids(Decision.SWAP)) or (not self.allow_recompute and p.ids(Decision.RECOMPUTE)):
+                continue
+            p = Plan(p.decisions, issue_points=p.issue_points, d2h_order=p.d2h_order, planner=self.name,
+                     params=self.params, problem_key=problem.key)
+            try:
+                validate(problem, p)
+                r = simulate(problem, p, detail=False)
+            except SlackSwapError:
+                continue
             if r.fits and r.step_time_s < bt:
-                best, bt = p, r.step_time_s
-        return best
+                best, bt, src = p, r.step_time_s, name
+        return best, src
 
 
 def _decisions(problem, x, swap: dict, rec: dict) -> dict:

@@ -1,0 +1,122 @@
+"""What the milp planner's statuses and bounds claim: INFEASIBLE only when proven, NO_PLAN_FOUND
+otherwise; every heuristic a candidate incumbent; the production-order scope of its optimum; work
+limits instead of seconds for the aggregated MILP (docs/milp.md sections 5 and 7)."""
+
+from dataclasses import replace
+
+import pytest
+
+from slackswap import CostModel, Decision, Plan, Problem, Status, planners, simulate
+from slackswap.bounds import aggregate_bound, capacity_bound, lower_bound
+from slackswap.graph import Graph, Op, Tensor
+from slackswap.synthetic import chain
+
+
+def _chain48():
+    g = chain(48)
+    return Problem(g, CostModel.unit(g)).with_budget(0.25)
+
+
+def test_beyond_exact_a_heuristic_plan_is_an_incumbent_not_infeasible():
+    """48-layer unit chain at 0.25, swaps off: dp-checkpoint fits, so INFEASIBLE would be false."""
+    p = _chain48()
+    dp = simulate(p, planners.get("dp-checkpoint").plan(p))
+    assert dp.fits
+    mp = planners.get("milp", allow_swap=False).plan(p)
+    r = simulate(p, mp)
+    assert mp.info.status in (Status.FEASIBLE, Status.OPTIMAL), mp.info.message
+    assert r.fits and not mp.ids(Decision.SWAP)
+    assert mp.info.objective == r.step_time_s <= dp.step_time_s
+    assert "incumbent: dp-checkpoint's plan" in mp.info.message
+
+
+def test_no_plan_found_is_not_a_proof_of_infeasibility():
+    """Without a warm start and with the aggregated MILP's decisions forbidden (they swap), nothing
+    fits, but the relaxation is feasible: the planner says so rather than INFEASIBLE."""
+    p = _chain48()
+    mp = planners.get("milp", allow_swap=False, warm_start=False).plan(p)
+    assert mp.info.status is Status.NO_PLAN_FOUND, mp.info.message
+    assert "not proven" in mp.info.message
+    assert mp.info.lower_bound is not None and mp.info.lower_bound <= simulate(
+        p, planners.get("dp-checkpoint").plan(p)).step_time_s
+
+
+def test_exact_path_stopped_without_a_plan_says_no_plan_found():
+    p = _chain48()
+    mp = planners.get("milp", allow_swap=False, warm_start=False, max_exact_tensors=100, time_limit_s=1).plan(p)
+    assert mp.info.status is Status.NO_PLAN_FOUND, mp.info.message
+    assert mp.info.lower_bound is not None and "time limit" in mp.info.message
+
+
+def _mask_problem():
+    """x: a 10 B mask from op0 read and saved by op2, y: 5 B from op1. At op1 x and y are both
+    resident under every plan (15 B > 12 B). The floor is pinned at today's 11 B so that the
+    planner, not Problem, meets the budget."""
+    ts = (Tensor(0, "in", 0, None, kind="input"), Tensor(1, "x", 10, 0, kind="mask"), Tensor(2, "y", 5, 1),
+          Tensor(3, "z", 1, 2))
+    ops = (Op(0, "op0", 0, "matmul", inputs=(0,), outputs=(1,), saves=()),
+           Op(1, "op1", 0, "matmul", inputs=(0,), outputs=(2,), saves=()),
+           Op(2, "op2", 0, "matmul", inputs=(1,), outputs=(3,), saves=(1,)))
+    g = Graph("mask", ops, ts)
+    return Problem(g, CostModel.unit(g), budget_bytes=12, min_feasible_bytes=11)
+
+
+@pytest.mark.parametrize("params", [{}, {"solver": "cbc"}, {"max_exact_tensors": 0}])
+def test_memory_no_plan_can_avoid_is_a_status_not_a_raise(params):
+    p = _mask_problem()
+    assert planners.get("brute").plan(p).info.status is Status.INFEASIBLE
+    mp = planners.get("milp", **params).plan(p)
+    assert mp.info.status is Status.INFEASIBLE, mp.info.message
+    assert "no plan fits" in mp.info.message
+    assert not simulate(p, mp).fits
+
+
+def _custom_order_problem():
+    """A 4-op chain (sizes 1, 2, 1, 3), nothing recomputable, copies twice as slow as unit: the
+    best production-order plan takes 17 s; copying a2 before a1 takes 16 s."""
+    g0 = chain(4, sizes=[1, 2, 1, 3])
+    g = Graph("chain-nr", g0.ops, tuple(replace(t, recomputable=False) for t in g0.tensors))
+    c = CostModel.unit(g)
+    c = replace(c, d2h_s=tuple(2 * v for v in c.d2h_s), h2d_s=tuple(2 * v for v in c.h2d_s))
+    return Problem(g, c, budget_bytes=5)
+
+
+def test_optimal_is_among_production_order_plans_and_bounds_hold_for_every_order():
+    p = _custom_order_problem()
+    mp = planners.get("milp").plan(p)
+    assert mp.info.status is Status.OPTIMAL
+    assert "D2H in production order" in mp.info.message
+    custom = Plan({1: Decision.SWAP, 2: Decision.SWAP, 3: Decision.KEEP}, d2h_order=(2, 1), problem_key=p.key)
+    r = simulate(p, custom)
+    assert r.fits and r.step_time_s < mp.info.objective      # faster than the "optimum": 16 < 17
+    # the bounds that hold for every plan (README's gaps) stay below it
+    assert capacity_bound(p) <= r.step_time_s
+    assert p.ideal_step_s + aggregate_bound(p)[0] <= r.step_time_s
+    assert p.ideal_step_s + aggregate_bound(p, integral=True)[0] <= r.step_time_s
+    lb, how = lower_bound(p, lp_max_tensors=12)
+    assert lb <= r.step_time_s, how
+
+
+def test_aggregated_milp_is_stopped_by_work_not_seconds():
+    """The aggregated MILP stops after ``aggregate_nodes`` nodes: two runs give the same bound and
+    plan whatever the machine's load; the message names the nodes."""
+    p = _chain48()
+    runs = [planners.get("milp", allow_swap=False, aggregate_nodes=5).plan(p) for _ in range(2)]
+    a, b = (x.info for x in runs)
+    assert (a.lower_bound, a.objective, a.status) == (b.lower_bound, b.objective, b.status)
+    assert runs[0].decisions == runs[1].decisions
+    assert "aggregated MILP after" in a.message and "nodes" in a.message, a.message
+    assert "stopped by the time limit" not in a.message
+    assert planners.get("milp").params["aggregate_nodes"] == 20
+
+
+def test_exact_path_without_swaps_starts_from_every_heuristic():
+    """Swaps off, exact model on a 48-layer chain, a short limit: the warm start is dp-checkpoint's
+    plan (keep-all and recompute-all do not fit)."""
+    p = _chain48()
+    dp = simulate(p, planners.get("dp-checkpoint").plan(p))
+    mp = planners.get("milp", allow_swap=False, max_exact_tensors=100, time_limit_s=3).plan(p)
+    r = simulate(p, mp)
+    assert mp.info.status in (Status.TIME_LIMIT, Status.OPTIMAL, Status.FEASIBLE), mp.info.message
+    assert r.fits and not mp.ids(Decision.SWAP)
+    assert mp.info.objective == r.step_time_s <= dp.step_time_s
