@@ -131,6 +131,9 @@ def test_sweep_and_compare_print_the_memory_warning(capsys, tmp_path):
     assert rc == 0 and "WARNING: static memory" in out
     rc, out, _ = _run(capsys, "plan", "--model", "tiny", "--hardware", str(hw), "--budget", "0.9")
     assert rc == 0 and "WARNING: static memory" in out
+    rc, out, _ = _run(capsys, "reproduce", "--models", "tiny", "--hardware", str(hw), "--budget", "0.9",
+                      "--planners", "slack", "--workers", "1")
+    assert rc == 0 and "WARNING: tiny on " in out
 
 
 def test_sweep_with_milp_prints_its_plan_and_ceiling_not_a_milp_optimum(capsys, tmp_path):
