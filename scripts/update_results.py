@@ -5,18 +5,23 @@
 
 Every table is computed here (``slackswap reproduce`` and ``slackswap sweep``); nothing is typed.
 The README block between ``<!-- results:start -->`` and ``<!-- results:end -->`` and the whole of
-docs/results.md are rewritten; raw rows go to results/ (not committed).
+docs/results.md are rewritten; raw rows go to results/ (not committed). A table has one row per
+full setting (``report.setting_index``); wall times are stated with the machine and the date.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import os
+import platform
 import re
 import time
+import warnings
 from pathlib import Path
 
 from slackswap import experiments, report
+from slackswap.errors import CapacityWarning
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = ["budget", "link", "attention", "shape", "slack_switches", "optimality_gap"]
@@ -24,6 +29,35 @@ SWEEPS = ["budget", "link", "attention", "shape", "slack_switches", "optimality_
 
 def _md(df, floatfmt=".4f") -> str:
     return report.to_markdown(df, floatfmt=floatfmt).strip()
+
+
+def machine() -> str:
+    """This machine in words: cores and CPU model (``/proc/cpuinfo``), else the architecture."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()}-core {cpu} machine"
+
+
+def timing(seconds: float, day: datetime.date | None = None) -> str:
+    """A measured wall time with where and when: ``"54 s wall on a 2-core ... machine, 2026-11-30"``."""
+    return f"{seconds:.0f} s wall on a {machine()}, {(day or datetime.date.today()).isoformat()}"
+
+
+def _capacity(df) -> list[str]:
+    notes = report.capacity_notes(df)
+    return [("**Memory warning** (static memory plus budget above the GPU's memory; the step is simulated "
+             "anyway, docs/models.md \"Static memory\"): " + "; ".join(notes) + ".")] if notes else []
+
+
+def _rows_note(df, by: str) -> str:
+    return (f"One row per setting ({', '.join(report.setting_index(df, by))}); empty cells: the plan does "
+            "not fit (or the run failed).")
 
 
 def reproduce(out: Path) -> tuple[str, float]:
@@ -35,13 +69,16 @@ def reproduce(out: Path) -> tuple[str, float]:
     pub = report.published_table(df).drop(columns="source")
     ratios = report.ablation_table(df, by="model")
     gaps = report.ablation_table(df, by="model", value="gap_to_bound")
+    if report.setting_index(df, by="model") != ["model"]:
+        raise RuntimeError("reproduce: expected one setting per model")
     best = (df[df["label"] == "slack"].assign(bound_ratio=lambda d: d["ideal_step_time_s"] / d["lower_bound_s"])
             [["model", "throughput_ratio", "bound_ratio"]].rename(columns={"throughput_ratio": "slack"}))
     best.insert(1, "paper", [float(pub.loc[pub["model"] == m, "paper"].iloc[0]) for m in best["model"]])
     dt = time.perf_counter() - t0
     text = "\n\n".join([
         "Command: `slackswap reproduce` (A100 80GB + PCIe 4.0, budget 50% of the keep-all peak, "
-        f"built-in defaults; {dt:.0f} s here).",
+        f"built-in defaults; {timing(dt)}).",
+        *_capacity(df),
         "**Published vs ours** (throughput ratio = ideal step / simulated step, `slack` planner):",
         _md(pub),
         "**Every heuristic at 50%** (empty = the plan does not fit the budget):",
@@ -62,23 +99,33 @@ def run_sweep(name: str, out: Path) -> tuple[str, float]:
     t0 = time.perf_counter()
     df = experiments.run_sweep_file(path, out=out / f"{name}.csv", progress=False)
     dt = time.perf_counter() - t0
-    table = report.ablation_table(df, by=cfg["by"])
+    by = cfg["by"]
     parts = [f"### {name}: {cfg.get('description', '')}",
              f"Command: `slackswap sweep data/sweeps/{name}.toml --out results/{name}.csv` "
-             f"({len(df)} runs, {dt:.0f} s here; empty cells: the plan does not fit).", _md(table)]
+             f"({len(df)} runs, {timing(dt)}). {_rows_note(df, by)}"]
     if name == "optimality_gap":
-        parts += ["The `milp` column: these full-size problems exceed the exact formulation "
-                  "(`max_exact_tensors`, docs/milp.md section 7), so it reports the best of every heuristic's "
-                  "plan and the aggregated MILP's decisions, with a certified bound (the aggregated "
-                  "MILP's dual bound, at least the LP bound below); the exact MILP runs on small problems "
-                  "(tests/test_milp.py, notebooks/02_heuristic_vs_exact.ipynb).",
+        parts += [_md(report.optimality_table(df)),
+                  "The `milp` planner's columns, each named for what it is (docs/milp.md section 7): these "
+                  "full-size problems exceed the exact formulation (`max_exact_tensors`), so `milp plan` is "
+                  "the throughput ratio of its incumbent, the fastest by simulation of every heuristic's plan "
+                  "(its warm starts) and the aggregated MILP's decisions; `milp plan is` names the heuristic "
+                  "whose run it equals (same step time and decision counts), so such a row is no independent "
+                  "check of that heuristic. What the planner certifies is `ceiling` (ideal step / its certified "
+                  "bound, the aggregated MILP's dual bound or the LP bound below: no plan of any planner "
+                  "has a higher throughput ratio in this simulator) and `proven gap` (1 - bound / step of "
+                  "its plan). The exact MILP runs on small problems (tests/test_milp.py, "
+                  "notebooks/02_heuristic_vs_exact.ipynb).",
                   "Gap to the certified lower bound (`step / bound - 1`; bound: `slackswap.bounds.lower_bound`, "
                   "the LP of the aggregated PCIe-capacity relaxation, valid for every plan):",
-                  _md(report.ablation_table(df, by=cfg["by"], value="gap_to_bound"))]
+                  _md(report.ablation_table(df[df["planner"] != "milp"], by=by, value="gap_to_bound"))]
+    else:
+        parts.append(_md(report.ablation_table(df, by=by)))
+    parts += _capacity(df)
     return "\n\n".join(parts), dt
 
 
 def main() -> None:
+    warnings.simplefilter("ignore", CapacityWarning)   # the tables print them (report.capacity_notes)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=["reproduce", *SWEEPS], action="append")
     args = ap.parse_args()

@@ -7,10 +7,12 @@ simulate -> SimResult -> experiments -> report. See DESIGN.md and docs/.
 from .costs import CostModel
 from .errors import (
     BudgetError,
+    CapacityWarning,
     ConfigError,
     GraphError,
     PlanError,
     SlackSwapError,
+    SlackSwapWarning,
     UnknownNameError,
 )
 from .graph import Graph, Op, Tensor
@@ -21,7 +23,7 @@ from .timeline import SimResult, simulate
 __version__ = "0.1.0"
 
 __all__ = [
-    "BudgetError", "ConfigError", "CostModel", "Decision", "Graph", "GraphError", "Op", "Plan",
-    "PlanError", "Problem", "SimResult", "SlackSwapError", "SolveInfo", "Status", "Tensor",
+    "BudgetError", "CapacityWarning", "ConfigError", "CostModel", "Decision", "Graph", "GraphError", "Op", "Plan",
+    "PlanError", "Problem", "SimResult", "SlackSwapError", "SlackSwapWarning", "SolveInfo", "Status", "Tensor",
     "UnknownNameError", "__version__", "simulate", "validate",
 ]

@@ -63,14 +63,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 2 user error)."""
+    import warnings
+
     from rich.console import Console
+
+    from .errors import CapacityWarning
 
     try:
         args = build_parser().parse_args(argv)
         console = Console()
         if not console.is_terminal:
             console = Console(width=140)
-        return int(_COMMANDS[args.command].run(args, console) or 0)
+        with warnings.catch_warnings():   # every command prints them itself, in its output
+            warnings.simplefilter("ignore", CapacityWarning)
+            return int(_COMMANDS[args.command].run(args, console) or 0)
     except SystemExit as exc:  # --help / --version
         return exc.code if isinstance(exc.code, int) else 0
     except (_UsageError, ValueError, OSError) as exc:
@@ -102,6 +108,12 @@ def _table(title: str, columns: list[str], right: set[str] = frozenset()):
     for c in columns:
         t.add_column(c, justify="right" if c in right else "left", no_wrap=c != "GPU")
     return t
+
+
+def _warn(console, lines) -> None:
+    """Print capacity warnings (static memory + budget above the GPU's memory) in the output."""
+    for line in lines:
+        console.print(f"[bold yellow]WARNING:[/] {line}", highlight=False)
 
 
 def _positive_int(text: str) -> int:
@@ -151,7 +163,8 @@ def _graph_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq", type=_positive_int, help="sequence length (default: the preset's)")
     p.add_argument("--batch", type=_positive_int, help="micro-batch size (default: the preset's)")
     p.add_argument("--attention", choices=("flash", "eager"), help="attention implementation")
-    p.add_argument("--hardware", metavar="NAME", help="add analytical times on this hardware preset")
+    p.add_argument("--hardware", metavar="NAME", help="add analytical times on this hardware preset "
+                                                      "(its GPU memory is checked; default a100-80gb)")
 
 
 @command("graph", "per-layer summary of a model's graph", _graph_args)
@@ -191,6 +204,10 @@ def _graph(args, console) -> int:
     if cm is not None:
         console.print(f"ideal step on {args.hardware}: {format_seconds(cm.ideal_step_s)} "
                       f"(optimizer {format_seconds(cm.optimizer_s)})")
+    from .problem import capacity_warnings
+
+    _warn(console, capacity_warnings(g.static_bytes, g.saved_bytes(), hardware.load(args.hardware or "a100-80gb"),
+                                     "keep-all activations"))
     return 0
 
 
@@ -339,6 +356,7 @@ def _compare(args, console) -> int:
 
     console.print(_df_table(f"{args.model} on {args.hardware}, budget {args.budget} "
                             f"({df['budget_bytes'].iloc[0] / 2**30:.2f} GiB)", humanize(df[list(cols)]).rename(columns=cols)))
+    _warn(console, dict.fromkeys(w for w in df["warning"] if w))
     return 0
 
 
@@ -355,11 +373,16 @@ def _sweep(args, console) -> int:
 
     kw = {"workers": args.workers} if args.workers else {}
     df = experiments.run_sweep_file(args.config, out=args.out, cache=args.cache, progress=sys.stderr.isatty(), **kw)
-    console.print(_df_table(f"{args.config}: throughput ratio by {df.attrs['by']}",
-                            report.ablation_table(df, by=df.attrs["by"])))
+    if (df["planner"] == "milp").any():   # its plan is an incumbent, not an optimum: name it so
+        console.print(_df_table(f"{args.config}: throughput ratio, the milp planner's plan and certified ceiling",
+                                report.optimality_table(df)))
+    else:
+        console.print(_df_table(f"{args.config}: throughput ratio by {df.attrs['by']}",
+                                report.ablation_table(df, by=df.attrs["by"])))
     errors = int((df["status"] == "ERROR").sum())
     console.print(f"{len(df)} runs ({df.attrs['cache_hits']} from cache), {errors} errors"
                   + (f"; rows written to {args.out}" if args.out else ""))
+    _warn(console, report.capacity_notes(df))
     return 0
 
 
@@ -383,9 +406,8 @@ REPRODUCE_PLANNERS = ("slack", "capuchin", "dp-checkpoint", "chen-greedy", "chen
 @command("reproduce", "the published table (arXiv 2610.13003) beside ours, and gaps to a bound",
          _reproduce_args)
 def _reproduce(args, console) -> int:
-    from pathlib import Path
-
     from . import experiments, hardware, models, planners, report
+    from ._paths import user_path
 
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     for n in names:
@@ -432,8 +454,9 @@ def _reproduce(args, console) -> int:
                                 "(docs/milp.md section 7 above max_exact_tensors)",
                                 milp[["model", "status", "step_time_s", "planner_bound_s", "proven_gap"]],
                                 floatfmt=".6g"))
+    _warn(console, report.capacity_notes(df))
     if args.out:
-        out = Path(args.out)
+        out = user_path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         report.to_csv(df, out / "runs.csv")
         for name, t in (("published", pub), ("gaps", report.gap_table(df))):

@@ -31,6 +31,15 @@ class BudgetError(SlackSwapError):
     """A memory budget outside the allowed range."""
 
 
+class SlackSwapWarning(UserWarning):
+    """Base class for slackswap's warnings: the input is valid but the result needs a caveat."""
+
+
+class CapacityWarning(SlackSwapWarning):
+    """A problem's static memory plus its activation budget exceed the GPU's memory: the plan and
+    its simulated step are computed anyway, for a step that could not run on that GPU as modelled."""
+
+
 def require(cond: bool, field: str, message: str, exc: type[SlackSwapError] = SlackSwapError):
     """Raise ``exc`` naming ``field`` unless ``cond`` holds (never ``assert``: stripped by -O)."""
     if not cond:

@@ -16,21 +16,18 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import functools
-import hashlib
 import itertools
 import json
 import math
 import time
+import warnings
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
-from pathlib import Path
 
-from .errors import ConfigError
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from . import runcache
+from ._paths import user_path
+from .errors import CapacityWarning, ConfigError
 
 WALL_COLUMNS = ("solve_s",)
 """Columns that measure wall time: they differ between two otherwise identical sweeps."""
@@ -41,7 +38,7 @@ SETTING_COLUMNS = ("model", "hardware", "link", "overrides", "budget")
 
 @dataclass(frozen=True)
 class RunSpec:
-    """The settings of one run (all JSON-able; ``key()`` hashes them with the package version)."""
+    """The settings of one run (all JSON-able; ``key()`` hashes them with what they resolve to)."""
 
     model: str
     hardware: str
@@ -54,10 +51,13 @@ class RunSpec:
     bound: bool | dict = True
 
     def key(self) -> str:
-        from . import __version__
+        """The cache key: these settings, the content of the model spec, hardware and link they
+        resolve to now, the cost mode, the package version and code (``slackswap.runcache``)."""
+        return runcache.run_key(self, runcache.setting_digest(*self.resolve()), runcache.code_digest())
 
-        doc = {**asdict(self), "version": __version__}
-        return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    def resolve(self):
+        """``(TransformerSpec, Hardware)`` of this run, read from the files now."""
+        return runcache.resolve(self.model, self.hardware, self.link, self.overrides)
 
 
 @dataclass
@@ -92,6 +92,7 @@ class RunRow:
     gap_to_bound: float = math.nan
     gap_to_milp: float = math.nan
     planner_bound_s: float = math.nan
+    warning: str = ""
     version: str = ""
 
 
@@ -99,21 +100,27 @@ INT_COLUMNS = ("peak_bytes", "swapped_bytes", "n_keep", "n_swap", "n_recompute")
 
 
 # ---------------------------------------------------------------- one run
-@lru_cache(maxsize=16)
-def _base_problem(model: str, hardware: str, link_json: str, overrides_json: str):
-    """The problem of a setting without a budget, built once per process."""
-    from . import hardware as hw_mod
+_PROBLEMS: OrderedDict[str, object] = OrderedDict()
+_PROBLEMS_MAX = 16
+
+
+def _base_problem(spec: RunSpec):
+    """``(content digest, problem without a budget)`` of a run's setting. The files are read on
+    every call and problems are reused by the digest of what they resolve to, so an edited model,
+    hardware or link file is never served from this process's memory."""
     from .problem import Problem
 
-    link = json.loads(link_json)
-    if link is None:
-        hw = hw_mod.load(hardware)
-    elif isinstance(link, dict):
-        link = dict(link)
-        hw = hw_mod.load(hardware, link=link.pop("link", None), **link)
+    tspec, hw = spec.resolve()
+    key = runcache.setting_digest(tspec, hw)
+    if key in _PROBLEMS:
+        _PROBLEMS.move_to_end(key)
     else:
-        hw = hw_mod.load(hardware, link=link)
-    return Problem.build(model, hw, budget=None, **json.loads(overrides_json))
+        with warnings.catch_warnings():   # a run reports it in its row (column ``warning``)
+            warnings.simplefilter("ignore", CapacityWarning)
+            _PROBLEMS[key] = Problem.build(tspec, hw, budget=None, cost_mode=runcache.COST_MODE)
+        while len(_PROBLEMS) > _PROBLEMS_MAX:
+            _PROBLEMS.popitem(last=False)
+    return key, _PROBLEMS[key]
 
 
 DEFAULT_BOUND = {"lp_max_tensors": 0}
@@ -123,13 +130,14 @@ exact MILP is opt-in (``bound={"lp_max_tensors": 40}``): it takes minutes on ``t
 
 
 @lru_cache(maxsize=64)
-def _bound(problem_id: tuple, budget_bytes: float, kwargs_json: str = "{}"):
-    """``slackswap.bounds.lower_bound`` of one problem, or (nan, why) while it is unavailable."""
+def _bound(setting: str, budget_bytes: float, kwargs_json: str = "{}"):
+    """``slackswap.bounds.lower_bound`` of one problem (``setting``: its content digest, a key of
+    ``_PROBLEMS``), or (nan, why) while it is unavailable."""
     try:
         from .bounds import lower_bound
     except ImportError:
         return math.nan, "unavailable (slackswap.bounds not installed)"
-    problem = replace(_base_problem(*problem_id), budget_bytes=budget_bytes)
+    problem = replace(_PROBLEMS[setting], budget_bytes=budget_bytes)
     seconds, how = lower_bound(problem, **json.loads(kwargs_json))
     return float(seconds), str(how)
 
@@ -140,8 +148,9 @@ def _link_name(link) -> str:
     return link if isinstance(link, str) else json.dumps(link, sort_keys=True)
 
 
-def run_one(spec: RunSpec) -> dict:
-    """Run one setting: build, plan, simulate. Never raises: errors become an ERROR row."""
+def _settings_row(spec: RunSpec) -> RunRow:
+    """A row holding every setting of ``spec`` (the link by its resolved name, the budget as a
+    fraction when it can be known) and status ERROR until the run fills it."""
     from . import __version__
 
     row = RunRow(model=spec.model, hardware=spec.hardware, link=_link_name(spec.link), budget=math.nan,
@@ -149,17 +158,49 @@ def run_one(spec: RunSpec) -> dict:
                  params=json.dumps(spec.params, sort_keys=True), overrides=json.dumps(spec.overrides, sort_keys=True),
                  version=__version__)
     if isinstance(spec.budget, float):
-        row.budget = spec.budget
+        row.budget = round(spec.budget, 6)
+    if spec.link is None:
+        try:
+            row.link = runcache.load_hardware(spec.hardware, None).link.name
+        except Exception:  # noqa: BLE001 - an unknown hardware: the run's message says so
+            pass
+    return row
+
+
+def error_row(spec: RunSpec, message: str) -> dict:
+    """The ERROR row of a run that did not return one (a lost worker): every setting of the run,
+    so that tables put it beside the other planners of its setting."""
+    row = _settings_row(spec)
+    row.message = message
+    try:   # the budget in bytes, and its fraction when given in bytes, need the problem
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CapacityWarning)
+            problem = _base_problem(spec)[1].with_budget(spec.budget)
+        row.budget_bytes = float(problem.budget_bytes)
+        row.budget = round(problem.budget_bytes / problem.keep_all_peak, 6)
+    except Exception:  # noqa: BLE001 - the setting itself is broken: keep what is known
+        pass
+    return asdict(row)
+
+
+def run_one(spec: RunSpec) -> dict:
+    """Run one setting: build, plan, simulate. Never raises: errors become an ERROR row. A
+    ``CapacityWarning`` goes to the row's ``warning`` column (``sweep`` warns once per text)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CapacityWarning)
+        return _run_one(spec)
+
+
+def _run_one(spec: RunSpec) -> dict:
+    row = _settings_row(spec)
     try:
-        pid = (spec.model, spec.hardware, json.dumps(spec.link, sort_keys=True),
-               json.dumps(spec.overrides, sort_keys=True))
-        base = _base_problem(*pid)
-        if row.link == "":
-            row.link = base.hardware.link.name
+        setting, base = _base_problem(spec)
         problem = base.with_budget(spec.budget)
+        row.budget_bytes = float(problem.budget_bytes)
+        row.budget = round(problem.budget_bytes / problem.keep_all_peak, 6)
         kw = None if not spec.bound else DEFAULT_BOUND if spec.bound is True else spec.bound
         bound = None if kw is None else \
-            (lambda: _bound(pid, float(problem.budget_bytes), json.dumps(kw, sort_keys=True)))
+            (lambda: _bound(setting, float(problem.budget_bytes), json.dumps(kw, sort_keys=True)))
         _plan_and_judge(row, problem, spec.planner, spec.params, bound)
     except Exception as e:  # noqa: BLE001 - a failed run is a row, never a crashed sweep
         row.status, row.message = "ERROR", f"{type(e).__name__}: {' '.join(str(e).split())}"
@@ -175,6 +216,7 @@ def _plan_and_judge(row: RunRow, problem, planner: str, params: dict, bound) -> 
 
     row.budget_bytes = float(problem.budget_bytes)
     row.budget = round(problem.budget_bytes / problem.keep_all_peak, 6)
+    row.warning = "; ".join(problem.memory_warnings)
     t0 = time.perf_counter()
     plan = planners_mod.get(planner, **params).plan(problem)
     row.solve_s = time.perf_counter() - t0
@@ -239,7 +281,9 @@ def run_problems(problems, planners, *, planner_params=None, bound: bool | dict 
         rows.append(asdict(row))
         if progress:
             print(f"[{k}/{len(todo)}] {name} {label}: {row.status}", flush=True)
-    return finish(pd.DataFrame(rows, columns=[f.name for f in fields(RunRow)]))
+    df = finish(pd.DataFrame(rows, columns=[f.name for f in fields(RunRow)]))
+    _warn(df)
+    return df
 
 
 # ---------------------------------------------------------------- the grid
@@ -300,8 +344,10 @@ def sweep(models, hardware, budgets, planners, *, overrides=None, planner_params
     ``link``: link preset name(s) or dict(s) of ``Hardware.with_link`` changes (None: the preset's).
     ``executor``: any ``concurrent.futures.Executor`` (e.g. ``distributed.Client().get_executor()``);
     default a ``ProcessPoolExecutor(workers)``, or in-process when ``workers == 1``.
-    ``cache``: a directory; finished runs are stored there keyed by ``RunSpec.key()`` (settings +
-    package version) and a resumed sweep reads them instead of running them again.
+    ``cache``: a directory (``~`` expanded); finished runs are stored there keyed by
+    ``RunSpec.key()`` (the settings, the content of the model, hardware and link they resolve to,
+    the cost mode, the package version and code) and a resumed sweep reads them instead of running
+    them again.
     ``on_row(row, done, total)``: called in the calling process as each run finishes (any order).
     ``bound``: False, True (``DEFAULT_BOUND``) or a dict of ``bounds.lower_bound`` keyword arguments.
     Returns a DataFrame with one row per run (``RunRow`` columns) in grid order; ``df.attrs`` holds
@@ -311,13 +357,15 @@ def sweep(models, hardware, budgets, planners, *, overrides=None, planner_params
 
     specs = grid(models, hardware, budgets, planners, overrides=overrides, planner_params=planner_params,
                  link=link, bound=bound)
-    cache_dir = Path(cache) if cache is not None else None
+    cache_dir = user_path(cache) if cache is not None else None
+    keys: list[str | None] = [None] * len(specs)
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
+        keys = _cache_keys(specs)
     rows: list[dict | None] = [None] * len(specs)
     todo = []
-    for i, s in enumerate(specs):
-        hit = _cache_read(cache_dir, s)
+    for i in range(len(specs)):
+        hit = runcache.read(cache_dir, keys[i], RunRow.__dataclass_fields__)
         if hit is not None:
             rows[i] = hit
         else:
@@ -327,8 +375,8 @@ def sweep(models, hardware, budgets, planners, *, overrides=None, planner_params
     try:
         for i, row in _execute(specs, todo, executor, workers):
             rows[i] = row
-            if cache_dir is not None and row["status"] != "ERROR":
-                _cache_write(cache_dir, specs[i], row)
+            if row["status"] != "ERROR":
+                runcache.write(cache_dir, keys[i], row)
             bar.update(1)
             if on_row is not None:
                 on_row(row, sum(r is not None for r in rows), len(specs))
@@ -336,7 +384,28 @@ def sweep(models, hardware, budgets, planners, *, overrides=None, planner_params
         bar.close()
     df = finish(pd.DataFrame(rows, columns=list(RunRow.__dataclass_fields__)))
     df.attrs.update(runs=len(specs), cache_hits=hits, computed=len(todo))
+    _warn(df)
     return df
+
+
+def _warn(df) -> None:
+    """One ``CapacityWarning`` per distinct text of the ``warning`` column."""
+    for text in dict.fromkeys(df.loc[df["warning"] != "", "warning"]):
+        warnings.warn(text, CapacityWarning, stacklevel=3)
+
+
+def _cache_keys(specs) -> list[str | None]:
+    """``RunSpec.key()`` of every run, resolving each setting once; None where it does not resolve."""
+    code, settings, out = runcache.code_digest(), {}, []
+    for s in specs:
+        sid = json.dumps([s.model, s.hardware, s.link, s.overrides], sort_keys=True, default=str)
+        if sid not in settings:
+            try:
+                settings[sid] = runcache.setting_digest(*s.resolve())
+            except Exception:  # noqa: BLE001 - it will be an ERROR row, never cached
+                settings[sid] = None
+        out.append(None if settings[sid] is None else runcache.run_key(s, settings[sid], code))
+    return out
 
 
 def _execute(specs, todo, executor, workers):
@@ -355,9 +424,7 @@ def _execute(specs, todo, executor, workers):
             try:
                 row = fut.result()
             except Exception as e:  # noqa: BLE001 - a lost worker is a row too
-                row = asdict(RunRow(specs[i].model, specs[i].hardware, _link_name(specs[i].link), math.nan,
-                                    math.nan, specs[i].planner, specs[i].label, json.dumps(specs[i].params),
-                                    json.dumps(specs[i].overrides), message=f"{type(e).__name__}: {e}"))
+                row = error_row(specs[i], f"{type(e).__name__}: {' '.join(str(e).split())}")
             yield i, row
     finally:
         if own:
@@ -386,27 +453,7 @@ def finish(df):
     return df
 
 
-# ---------------------------------------------------------------- cache and progress
-def _cache_read(cache_dir: Path | None, spec: RunSpec) -> dict | None:
-    if cache_dir is None:
-        return None
-    p = cache_dir / f"{spec.key()}.json"
-    if not p.exists():
-        return None
-    try:
-        row = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return row if set(row) == set(RunRow.__dataclass_fields__) else None
-
-
-def _cache_write(cache_dir: Path, spec: RunSpec, row: dict) -> None:
-    p = cache_dir / f"{spec.key()}.json"
-    tmp = p.with_suffix(".tmp")
-    tmp.write_text(json.dumps(row))
-    tmp.replace(p)
-
-
+# ---------------------------------------------------------------- progress
 class _NoBar:
     def update(self, n=1):
         pass
@@ -423,69 +470,5 @@ def _progress(total: int, done: int, enabled: bool):
     return tqdm(total=total, initial=done, desc="sweep", unit="run")
 
 
-# ---------------------------------------------------------------- sweep files
-SWEEP_KEYS = {"name", "description", "models", "hardware", "budgets", "planners", "planner_params",
-              "variants", "links", "overrides", "workers", "by", "bound"}
-
-
-def sweeps_dir() -> Path:
-    """The shipped sweep files (``data/sweeps/*.toml``)."""
-    from ._paths import data_dir
-
-    return data_dir() / "sweeps"
-
-
-def load_sweep(path) -> dict:
-    """Read a sweep file (``data/sweeps/*.toml``) into ``sweep()`` keyword arguments plus ``name``,
-    ``description`` and ``by`` (the ablation column). Unknown keys raise ``ConfigError``.
-    ``budgets`` is a list or a table ``{start, stop, step}`` (stop included)."""
-    p = Path(path)
-    if not p.exists():
-        raise ConfigError(f"sweep file: {p} does not exist")
-    try:
-        doc = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"sweep file {p.name}: not valid TOML ({e})") from None
-    extra = sorted(set(doc) - SWEEP_KEYS)
-    if extra:
-        raise ConfigError(f"sweep file {p.name}: unknown key {extra[0]!r}; allowed: {', '.join(sorted(SWEEP_KEYS))}")
-    for k in ("models", "budgets", "planners"):
-        if k not in doc and not (k == "planners" and "variants" in doc):
-            raise ConfigError(f"sweep file {p.name}: missing key {k!r}")
-    budgets = doc["budgets"]
-    if isinstance(budgets, dict):
-        bad = sorted(set(budgets) - {"start", "stop", "step"})
-        if bad or set(budgets) != {"start", "stop", "step"}:
-            raise ConfigError(f"sweep file {p.name}: budgets table needs exactly start, stop, step; got {sorted(budgets)}")
-        n = int(round((budgets["stop"] - budgets["start"]) / budgets["step"]))
-        budgets = [round(budgets["start"] + i * budgets["step"], 6) for i in range(n + 1)]
-    params = doc.get("planner_params")
-    if "variants" in doc:
-        if params is not None:
-            raise ConfigError(f"sweep file {p.name}: give planner_params or variants, not both")
-        for v in doc["variants"]:
-            bad = sorted(set(v) - {"label", "planner", "params"})
-            if bad:
-                raise ConfigError(f"sweep file {p.name}: unknown key {bad[0]!r} in a variant; allowed: label, planner, params")
-        params = [(v.get("label"), v.get("planner"), v.get("params", {})) for v in doc["variants"]]
-    out = {"name": doc.get("name", p.stem), "description": doc.get("description", ""),
-           "models": doc["models"], "hardware": doc.get("hardware", ["a100-80gb"]), "budgets": budgets,
-           "planners": doc.get("planners", []), "planner_params": params, "link": doc.get("links"),
-           "overrides": doc.get("overrides"), "workers": int(doc.get("workers", 2)),
-           "bound": doc.get("bound", True), "by": doc.get("by", "budget")}
-    variants(out["planners"], out["planner_params"])  # validate now, not in the middle of a sweep
-    return out
-
-
-def run_sweep_file(path, out=None, **kw):
-    """Run a sweep file; write the rows as CSV to ``out`` when given. ``kw`` overrides
-    ``sweep()`` arguments (e.g. ``workers``, ``executor``, ``cache``, ``progress``)."""
-    cfg = load_sweep(path)
-    args = {k: v for k, v in cfg.items() if k not in ("name", "description", "by")}
-    args.update(kw)
-    df = sweep(**args)
-    df.attrs["by"] = cfg["by"]
-    if out is not None:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        df.to_csv(out, index=False)
-    return df
+# the sweep files (data/sweeps/*.toml) live in their own module; their API is re-exported here
+from .sweepfiles import SWEEP_KEYS, load_sweep, run_sweep_file, sweeps_dir  # noqa: E402, F401

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._paths import data_dir
+from ._paths import data_dir, user_path
 from .errors import ConfigError, SlackSwapError, UnknownNameError
 from .units import parse_bytes, parse_flops, parse_rate, parse_seconds
 
@@ -229,7 +229,7 @@ def _find(name, folder: Path, lister, what: str) -> Path:
     if not isinstance(name, (str, Path)):
         raise ConfigError(f"{what}: expected a name or a .toml path, got {name!r}")
     if str(name).endswith(".toml"):
-        path = Path(name)
+        path = user_path(name)
         if not path.is_file():
             raise ConfigError(f"{what}: no such file {str(name)!r}")
         return path

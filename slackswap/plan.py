@@ -15,9 +15,9 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
+from ._paths import user_path
 from .errors import PlanError
 
 SCHEMA_VERSION = 1
@@ -111,7 +111,7 @@ class Plan:
         }
 
     def save(self, path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+        user_path(path).write_text(json.dumps(self.to_dict(), indent=1))
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Plan:
@@ -141,7 +141,7 @@ class Plan:
 
     @classmethod
     def load(cls, path) -> Plan:
-        p = Path(path)
+        p = user_path(path)
         if not p.exists():
             raise PlanError(f"plan file: {p} does not exist")
         try:

@@ -8,12 +8,13 @@ activation peak; ``budget="24GiB"`` or an int sets bytes; ``budget=None`` means 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from .costs import CostModel
-from .errors import BudgetError, SlackSwapError
+from .errors import BudgetError, CapacityWarning, SlackSwapError
 from .graph import Graph
 from .units import format_bytes, format_seconds, parse_bytes
 
@@ -55,7 +56,9 @@ class Problem:
               profile=None, **spec_overrides) -> Problem:
         """Build from a model (preset name, ``TransformerSpec``, HF config path or ``Graph``) and a
         hardware (preset name or ``Hardware``). ``budget``: a fraction in (0, 1] of the keep-all
-        activation peak, bytes (int or ``"24GiB"``), or None for no limit."""
+        activation peak, bytes (int or ``"24GiB"``), or None for no limit. Warns
+        (``CapacityWarning``, ``memory_warnings``) when static memory plus the budget exceed the
+        GPU's memory."""
         from . import costs as costs_mod
         from . import hardware as hw_mod
         from . import models
@@ -64,11 +67,20 @@ class Problem:
         graph = model if isinstance(model, Graph) else models.build(model, **spec_overrides)
         cm = costs_mod.build(graph, hw, mode=cost_mode, profile=profile)
         base = cls(graph, cm, math.inf, hw)
-        return base.with_budget(budget)
+        p = replace(base, budget_bytes=resolve_budget(budget, base.keep_all_peak))
+        for text in p.memory_warnings:
+            warnings.warn(text, CapacityWarning, stacklevel=2)
+        return p
 
     def with_budget(self, budget) -> Problem:
-        """The same problem under another budget (fraction, bytes, unit string or None)."""
-        return replace(self, budget_bytes=resolve_budget(budget, self.keep_all_peak))
+        """The same problem under another budget (fraction, bytes, unit string or None). Warns
+        (``CapacityWarning``) when static memory plus a finite budget exceed the GPU's memory
+        (not for None: planners probe the unlimited problem; ``Problem.build`` warned already)."""
+        p = replace(self, budget_bytes=resolve_budget(budget, self.keep_all_peak))
+        if math.isfinite(p.budget_bytes):
+            for text in p.memory_warnings:
+                warnings.warn(text, CapacityWarning, stacklevel=2)
+        return p
 
     # ---- derived views ----
     @cached_property
@@ -88,6 +100,15 @@ class Problem:
     @property
     def static_bytes(self) -> int:
         return self.graph.static_bytes
+
+    @property
+    def memory_warnings(self) -> tuple[str, ...]:
+        """Why this step would not fit the GPU as modelled: empty, or one sentence when static
+        memory plus the activation budget (the keep-all peak when unlimited) exceed the memory
+        of ``hardware.gpu`` (docs/models.md, "Static memory")."""
+        activations = self.budget_bytes if math.isfinite(self.budget_bytes) else self.keep_all_peak
+        return capacity_warnings(self.static_bytes, activations, self.hardware,
+                                 "activation budget" if math.isfinite(self.budget_bytes) else "keep-all activations")
 
     @property
     def budget_fraction(self) -> float:
@@ -116,7 +137,25 @@ class Problem:
                 f"  keep-all activation peak {format_bytes(s['keep_all_peak_bytes'])}, smallest feasible "
                 f"{format_bytes(s['min_feasible_bytes'])}, budget {format_bytes(s['budget_bytes'])} "
                 f"({s['budget_fraction']:.0%})\n"
-                f"  ideal step {format_seconds(s['ideal_step_s'])}, static memory {format_bytes(s['static_bytes'])}")
+                f"  ideal step {format_seconds(s['ideal_step_s'])}, static memory {format_bytes(s['static_bytes'])}"
+                + "".join(f"\n  WARNING: {w}" for w in self.memory_warnings))
+
+
+def capacity_warnings(static_bytes: float, activation_bytes: float, hardware, what: str = "activations") -> tuple[str, ...]:
+    """One sentence when ``static_bytes + activation_bytes`` exceed ``hardware.gpu.memory_bytes``
+    (empty when they fit or the hardware is unknown). The text does not depend on the activations
+    when static memory alone is too much, so a sweep over budgets repeats one warning."""
+    gpu = getattr(hardware, "gpu", None)
+    cap = getattr(gpu, "memory_bytes", None)
+    if not cap or static_bytes + activation_bytes <= cap:
+        return ()
+    where = f"{format_bytes(cap)} of {getattr(hardware, 'name', None) or gpu.name}"
+    if static_bytes > cap:
+        return (f"static memory (weights, gradients, optimizer state) {format_bytes(static_bytes)} alone exceeds "
+                f"the {where}: this step does not fit one GPU unless that state is sharded or offloaded, "
+                f"which the model does not simulate",)
+    return (f"static memory {format_bytes(static_bytes)} + {what} {format_bytes(activation_bytes)} = "
+            f"{format_bytes(static_bytes + activation_bytes)} exceeds the {where}",)
 
 
 def resolve_budget(budget, keep_all_peak: int) -> float:

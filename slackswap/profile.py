@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._paths import user_path
 from .costs import CostModel, optimizer_seconds, transfer_seconds
 from .errors import ConfigError, SlackSwapError
 from .graph import Graph, Op, Tensor
@@ -148,7 +149,7 @@ class Profile:
 
 def read(path) -> Profile:
     """Parse and validate a JSON or CSV profile; ``ConfigError`` names the bad field."""
-    path = Path(path)
+    path = user_path(path)
     if not path.is_file():
         raise ConfigError(f"profile: no such file {str(path)!r}")
     if path.suffix.lower() == ".csv":
@@ -245,7 +246,7 @@ def to_dict(graph: Graph, costs: CostModel, link=None, **meta) -> dict:
 
 def save(path, graph: Graph, costs: CostModel, link=None, **meta) -> Path:
     """Write ``to_dict(graph, costs, ...)`` as JSON to ``path``; ``load(path)`` gives them back."""
-    path = Path(path)
+    path = user_path(path)
     path.write_text(json.dumps(to_dict(graph, costs, link, **meta), indent=1) + "\n")
     return path
 

@@ -9,16 +9,27 @@ Tables take the DataFrame of ``experiments.sweep``:
 - ``published_table``: the paper's throughput ratios (``data/reference/slackswap_paper.csv``,
   arXiv 2610.13003, A100 + PCIe 4.0, budget 50%) beside ours, with the difference;
 - ``gap_table``: each planner's step time over the MILP optimum and over the lower bound;
-- ``ablation_table``: one value (default throughput ratio) by one setting column and variant.
+- ``ablation_table``: one value (default throughput ratio), one row per full setting, one column
+  per variant;
+- ``optimality_table``: heuristics beside the ``milp`` planner's plan, its certified ceiling and
+  proven gap;
+- ``capacity_notes``: the runs whose static memory plus budget exceed the GPU's memory.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
-from ._paths import data_dir
+from ._paths import data_dir, user_path
 from .errors import ConfigError
+from .tables import (  # noqa: F401 - re-exported: report is the tables' public home
+    AGGREGATIONS,
+    SETTINGS,
+    ablation_table,
+    capacity_notes,
+    optimality_table,
+    setting_index,
+)
 from .units import format_bytes, format_seconds
 
 REFERENCE = "reference/slackswap_paper.csv"
@@ -31,7 +42,7 @@ def reference_table(path=None):
     """The published numbers (columns model, hardware, budget, throughput_ratio, tolerance, source)."""
     import pandas as pd
 
-    p = Path(path) if path is not None else data_dir() / REFERENCE
+    p = user_path(path) if path is not None else data_dir() / REFERENCE
     if not p.exists():
         raise ConfigError(f"reference: {p} does not exist (the paper's table, DESIGN.md section 1)")
     ref = pd.read_csv(p)
@@ -87,21 +98,6 @@ def gap_table(df, summary: bool = False):
                          "max_gap_to_bound": g["gap_to_bound"].max()}).reset_index()
 
 
-def ablation_table(df, by: str = "budget", value: str = "throughput_ratio", columns: str = "label"):
-    """``value`` with one row per (model, ``by``) and one column per ``columns`` (planner label),
-    in sweep order. Runs that do not fit show as NaN (they have no throughput)."""
-    if by not in df.columns:
-        raise ConfigError(f"ablation_table: by={by!r} is not a column; allowed: {', '.join(df.columns)}")
-    d = df.copy()
-    d[value] = d[value].where(d["fits"].astype(bool))
-    index = ["model", by] if by != "model" else ["model"]
-    t = d.pivot_table(index=index, columns=columns, values=value, aggfunc="first", sort=False, dropna=False)
-    t.columns.name = None
-    # dropna=False keeps settings where nothing fits, but also makes every (model, by) pair:
-    # keep only the settings that were run, in run order
-    return d[index].drop_duplicates().merge(t.reset_index(), on=index, how="left")
-
-
 # ---------------------------------------------------------------- table formats
 def _cell(v, floatfmt: str) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -140,7 +136,7 @@ def to_markdown(df, floatfmt: str = ".4f", path=None) -> str:
     sep = "|" + "|".join(("-" * (w + 1) + ":") if n else ("-" * (w + 2)) for w, n in zip(width, num, strict=True)) + "|"
     text = "\n".join([line(heads), sep, *(line(r) for r in rows)]) + "\n"
     if path is not None:
-        Path(path).write_text(text)
+        user_path(path).write_text(text)
     return text
 
 
@@ -166,7 +162,7 @@ def to_latex(df, floatfmt: str = ".4f", caption: str | None = None, path=None) -
         lines += [rf"\caption{{{esc(caption)}}}", r"\end{table}"]
     text = "\n".join(lines) + "\n"
     if path is not None:
-        Path(path).write_text(text)
+        user_path(path).write_text(text)
     return text
 
 
@@ -174,7 +170,7 @@ def to_csv(df, path=None) -> str:
     """CSV text (no index); written to ``path`` when given."""
     text = df.to_csv(index=False)
     if path is not None:
-        Path(path).write_text(text)
+        user_path(path).write_text(text)
     return text
 
 

@@ -124,3 +124,32 @@ def test_python_dash_m_subprocess():
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.splitlines() == [bad.stderr.strip()] and bad.stderr.startswith("slackswap: error: ")
+
+
+def test_sweep_and_compare_print_the_memory_warning(capsys, tmp_path):
+    from slackswap._paths import data_dir
+
+    hw = tmp_path / "small.toml"
+    hw.write_text((data_dir() / "hardware" / "a100-80gb.toml").read_text().replace('memory = "80GiB"',
+                                                                                 'memory = "1MiB"'))
+    sf = tmp_path / "s.toml"
+    sf.write_text(f'models = ["tiny"]\nhardware = ["{hw}"]\nbudgets = [0.9]\nplanners = ["slack"]\nbound = false\n'
+                  'workers = 1\n')
+    rc, out, _ = _run(capsys, "sweep", str(sf))
+    assert rc == 0 and "WARNING: tiny on " in out and "alone exceeds the 1.00 MiB" in " ".join(out.split())
+    rc, out, _ = _run(capsys, "compare", "--model", "tiny", "--hardware", str(hw), "--budget", "0.9",
+                      "--planners", "slack")
+    assert rc == 0 and "WARNING: static memory" in out
+    rc, out, _ = _run(capsys, "plan", "--model", "tiny", "--hardware", str(hw), "--budget", "0.9")
+    assert rc == 0 and "WARNING: static memory" in out
+    rc, out, _ = _run(capsys, "reproduce", "--models", "tiny", "--hardware", str(hw), "--budget", "0.9",
+                      "--planners", "slack", "--workers", "1")
+    assert rc == 0 and "WARNING: tiny on " in out
+
+
+def test_sweep_with_milp_prints_its_plan_and_ceiling_not_a_milp_optimum(capsys, tmp_path):
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('models = ["tiny"]\nbudgets = [0.9]\nplanners = ["slack", "milp"]\nworkers = 1\n'
+                   '[planner_params]\nmilp = { time_limit_s = 5 }\n')
+    rc, out, _ = _run(capsys, "sweep", str(cfg))
+    assert rc == 0 and "milp plan is" in out and "ceiling" in out and "proven gap" in out

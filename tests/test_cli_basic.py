@@ -73,3 +73,14 @@ def test_python_dash_m():
     r = subprocess.run([sys.executable, "-m", "slackswap", "graph", "nope"], cwd=root, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "unknown model" in r.stderr
+
+
+def test_graph_warns_when_static_memory_exceeds_the_gpu(capsys):
+    assert cli.main(["graph", "llama-7b"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "WARNING: static memory (weights, gradients, optimizer state) 100.41 GiB alone exceeds the 80.00 GiB " \
+           "of a100-80gb" in out
+    assert cli.main(["graph", "gpt2-xl", "--hardware", "a100-40gb"]) == 0
+    assert "WARNING: static memory 23.21 GiB + keep-all activations 20.79 GiB" in capsys.readouterr().out
+    assert cli.main(["graph", "gpt2-xl"]) == 0
+    assert "WARNING" not in capsys.readouterr().out

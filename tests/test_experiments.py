@@ -193,3 +193,93 @@ def test_run_problems_turns_bad_input_into_rows_and_errors():
         synthetic.exact_suite(levels=(1.5,))
     with pytest.raises(SlackSwapError, match="transfer_scale"):
         synthetic.exact_suite(transfer_scale=0)
+
+
+# ---------------------------------------------------------------- cache keys, error rows, paths
+def _hardware_copy(tmp_path, memory="80GiB"):
+    from slackswap._paths import data_dir
+
+    hw = tmp_path / "hw.toml"
+    hw.write_text((data_dir() / "hardware" / "a100-80gb.toml").read_text().replace('memory = "80GiB"',
+                                                                                 f'memory = "{memory}"'))
+    return hw
+
+
+def test_editing_a_hardware_file_misses_the_cache_and_the_process_memory(tmp_path):
+    hw = _hardware_copy(tmp_path)
+    args = dict(workers=1, progress=False, bound=False)
+    a = sweep("tiny", str(hw), [0.4], ["swap-all"], cache=tmp_path / "c", **args)
+    assert a.attrs["computed"] == 1
+    assert sweep("tiny", str(hw), [0.4], ["swap-all"], cache=tmp_path / "c", **args).attrs["cache_hits"] == 1
+    hw.write_text(hw.read_text().replace('link = "pcie4-x16"', 'link = "pcie3-x16"'))
+    b = sweep("tiny", str(hw), [0.4], ["swap-all"], cache=tmp_path / "c", **args)
+    assert b.attrs == {"runs": 1, "cache_hits": 0, "computed": 1}
+    assert b["link"].iloc[0] == "pcie3-x16" and b["step_time_s"].iloc[0] > a["step_time_s"].iloc[0]
+    c = sweep("tiny", str(hw), [0.4], ["swap-all"], **args)   # no cache: this process's problems
+    assert c["step_time_s"].iloc[0] == b["step_time_s"].iloc[0]
+
+
+def test_editing_a_link_file_misses_only_the_runs_that_read_it(tmp_path, monkeypatch):
+    import shutil
+
+    from slackswap import hardware
+    from slackswap._paths import data_dir
+
+    shutil.copytree(data_dir() / "hardware", tmp_path / "hardware")
+    monkeypatch.setattr(hardware, "hardware_dir", lambda: tmp_path / "hardware")
+    args = dict(link=["pcie4-x16", "pcie5-x16"], workers=1, progress=False, bound=False, cache=tmp_path / "c")
+    a = sweep("tiny", "a100-80gb", [0.4], ["swap-all"], **args)
+    p5 = tmp_path / "hardware" / "links" / "pcie5-x16.toml"
+    text = p5.read_text()
+    assert 'd2h_bandwidth = "' in text
+    p5.write_text(text.replace('d2h_bandwidth = "', 'd2h_bandwidth = "1', 1))
+    b = sweep("tiny", "a100-80gb", [0.4], ["swap-all"], **args)
+    assert b.attrs["cache_hits"] == 1 and b.attrs["computed"] == 1
+    pd.testing.assert_frame_equal(a.iloc[:1], b.iloc[:1])          # pcie4: from the cache
+    assert b["step_time_s"].iloc[1] != a["step_time_s"].iloc[1]   # pcie5: recomputed
+
+
+def test_cache_and_sweep_paths_expand_the_home_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    sweep("tiny", "a100-80gb", [0.9], ["keep-all"], workers=1, progress=False, bound=False, cache="~/runs")
+    assert len(list((tmp_path / "home" / "runs").glob("*.json"))) == 1
+    assert not (tmp_path / "work" / "~").exists()
+    sf = tmp_path / "home" / "s.toml"
+    sf.write_text('models = ["tiny"]\nbudgets = [0.9]\nplanners = ["keep-all"]\nbound = false\nworkers = 1\n')
+    run_sweep_file("~/s.toml", out="~/out/rows.csv", progress=False)
+    assert (tmp_path / "home" / "out" / "rows.csv").exists() and not (tmp_path / "work" / "~").exists()
+
+
+class _LostWorkers(experiments.cf.Executor):
+    """Every submitted run fails as a crashed worker process would."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        fut = experiments.cf.Future()
+        fut.set_exception(RuntimeError("worker died"))
+        return fut
+
+
+def test_a_lost_worker_row_keeps_every_setting_of_its_run():
+    from slackswap import Problem, report
+
+    in_bytes = int(Problem.build("tiny", "a100-80gb", 0.8).budget_bytes)
+    ok = sweep("tiny", "a100-80gb", [0.6, in_bytes], ["keep-all"], workers=1, progress=False, bound=False)
+    df = sweep("tiny", "a100-80gb", [0.6, in_bytes], ["keep-all"], executor=_LostWorkers(), progress=False,
+               bound=False)
+    assert df["status"].tolist() == ["ERROR", "ERROR"] and df["message"].iloc[0] == "RuntimeError: worker died"
+    cols = ["model", "hardware", "link", "budget", "budget_bytes", "planner", "label", "params", "overrides"]
+    pd.testing.assert_frame_equal(df[cols], ok[cols])
+    both = pd.concat([ok, df.assign(label="lost")], ignore_index=True)
+    assert len(report.ablation_table(both, by="budget")) == 2   # no row of NaN budget or empty link
+
+
+def test_static_memory_above_the_gpu_is_a_warning_in_every_row(tmp_path):
+    from slackswap.errors import CapacityWarning
+
+    hw = _hardware_copy(tmp_path, memory="1MiB")
+    with pytest.warns(CapacityWarning, match="alone exceeds the 1.00 MiB"):
+        df = sweep("tiny", str(hw), [0.5, 0.9], ["slack"], workers=1, progress=False, bound=False)
+    assert df["warning"].str.contains("static memory").all()
+    assert (sweep("tiny", "a100-80gb", 0.9, ["slack"], workers=1, progress=False, bound=False)["warning"] == "").all()

@@ -62,3 +62,21 @@ def test_keep_all_peak_matches_simulation_and_uses():
     for t in p.planning_ids:
         assert p.last_backward_use(t) <= p.first_backward_use(t)
         assert p.graph.tensors[t].producer <= p.last_backward_use(t)
+
+
+def test_static_memory_plus_budget_above_the_gpu_is_a_warning():
+    import warnings
+
+    from slackswap import CapacityWarning, hardware
+
+    with pytest.warns(CapacityWarning, match=r"100.41 GiB alone exceeds the 80.00 GiB of a100-80gb"):
+        p = Problem.build("llama-7b", "a100-80gb", budget=0.5)
+    assert len(p.memory_warnings) == 1 and "WARNING: static memory" in str(p)
+    small = hardware.load("a100-80gb").replace(gpu=hardware.load("a100-40gb").gpu)
+    g = Problem.build("gpt2-xl", small, budget=0.3)   # 23.21 GiB static + 6.9 GiB fit 40 GiB
+    assert g.memory_warnings == ()
+    with pytest.warns(CapacityWarning, match=r"static memory 23.21 GiB \+ activation budget 23.09 GiB"):
+        g.with_budget(1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CapacityWarning)
+        assert Problem.build("gpt2-xl", "a100-80gb", budget=1.0).memory_warnings == ()

@@ -211,3 +211,91 @@ def test_memory_figure_legend_is_clear_of_the_curve():
     assert_legend_clear(fig)
     (curve,) = [ln for ln in fig.get_axes()[0].get_lines() if ln.get_label() == "activation memory"]
     assert curve.get_color() == report.planner_style("swap-all")[0]
+# ---------------------------------------------------------------- one row per full setting
+def _swept_rows():
+    """gpt2-xl over two links x two budgets; every run's step encodes its own setting."""
+    base = dict(model="gpt2-xl", hardware="a100-80gb", overrides="{}", params="{}", version="v", budget_bytes=1.0,
+                status="FEASIBLE", fits=True, ideal_step_time_s=1.0)
+    out = []
+    for i, link in enumerate(("pcie4-x16", "pcie5-x16")):
+        for j, budget in enumerate((0.35, 0.5)):
+            for k, planner in enumerate(("slack", "capuchin")):
+                step = 1 + (i * 4 + j * 2 + k) / 100
+                out.append(RunRow(**base, link=link, budget=budget, planner=planner, label=planner,
+                                  step_time_s=step, throughput_ratio=1 / step))
+    return finish(pd.DataFrame([asdict(r) for r in out]))
+
+
+def test_ablation_table_keeps_every_swept_setting_apart():
+    df = _swept_rows()
+    t = report.ablation_table(df, by="link")
+    assert list(t.columns) == ["model", "budget", "link", "slack", "capuchin"]
+    assert len(t) == 4
+    for r in t.itertuples():   # each cell is the run of exactly this (link, budget)
+        for planner in ("slack", "capuchin"):
+            run = df[(df["link"] == r.link) & (df["budget"] == r.budget) & (df["label"] == planner)]
+            assert getattr(r, planner) == run["throughput_ratio"].item()
+    assert report.setting_index(df, by="budget") == ["model", "link", "budget"]
+
+
+def test_ablation_table_merges_settings_only_when_asked_and_never_silently():
+    df = _swept_rows()
+    t = report.ablation_table(df, by="link", agg="max", over="budget")
+    assert list(t.columns) == ["model", "link", "slack", "capuchin"] and len(t) == 2
+    assert t["slack"].tolist() == pytest.approx([1.0, 1 / 1.04])
+    with pytest.raises(ConfigError, match="share a row"):
+        report.ablation_table(pd.concat([df, df]), by="link")
+    with pytest.raises(ConfigError, match="agg and over together"):
+        report.ablation_table(df, by="link", agg="mean")
+    with pytest.raises(ConfigError, match="agg='first'"):
+        report.ablation_table(df, by="link", agg="first", over="budget")
+
+
+def _optimality_rows():
+    base = dict(model="llama-7b", hardware="a100-80gb", link="pcie4-x16", overrides="{}", params="{}", version="v",
+                budget_bytes=1.0, fits=True, ideal_step_time_s=1.0, n_keep=5, n_swap=3, n_recompute=2)
+    out = []
+    for budget, milp_step, counts in ((0.3, 1.25, {}), (0.5, 1.1, {"n_swap": 4, "n_recompute": 1})):
+        out.append(RunRow(**base, budget=budget, planner="slack", label="slack", status="FEASIBLE",
+                          step_time_s=1.25, throughput_ratio=0.8))
+        out.append(RunRow(**{**base, **counts}, budget=budget, planner="milp", label="milp", status="FEASIBLE",
+                          step_time_s=milp_step, throughput_ratio=1 / milp_step, planner_bound_s=1.0 / 0.9))
+    return finish(pd.DataFrame([asdict(r) for r in out]))
+
+
+def test_optimality_table_labels_the_milp_plan_and_its_certified_bound():
+    t = report.optimality_table(_optimality_rows())
+    assert "milp" not in t.columns   # no column that reads as an independent optimum
+    assert list(t.columns) == ["model", "budget", "slack", "milp plan", "milp plan is", "milp status", "ceiling",
+                               "proven gap"]
+    assert t["milp plan is"].tolist() == ["slack", "own"]
+    assert t["ceiling"].tolist() == pytest.approx([0.9, 0.9])
+    assert t["proven gap"].tolist() == pytest.approx([1 - (1 / 0.9) / 1.25, 1 - (1 / 0.9) / 1.1])
+
+
+def test_optimality_table_names_whichever_heuristic_the_milp_plan_equals():
+    df = _optimality_rows()
+    dp = df[df["label"] == "milp"].copy()
+    dp["planner"] = dp["label"] = "dp-checkpoint"
+    t = report.optimality_table(pd.concat([df, dp], ignore_index=True))
+    assert t["milp plan is"].tolist() == ["slack", "dp-checkpoint"]   # slack first on a tie
+
+
+def test_capacity_notes_name_the_settings_that_exceed_the_gpu():
+    df = _rows()
+    assert report.capacity_notes(df) == []
+    df.loc[df["model"] == "gpt2-xl", "warning"] = "static memory 1 GiB alone exceeds the 1 MiB"
+    assert report.capacity_notes(df) == ["gpt2-xl on a100-80gb: static memory 1 GiB alone exceeds the 1 MiB"]
+
+
+def test_table_paths_expand_the_home_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    report.to_markdown(_rows(), path="~/t.md")
+    report.to_csv(_rows(), path="~/t.csv")
+    assert (tmp_path / "t.md").exists() and (tmp_path / "t.csv").exists()
+
+
+def test_ablation_rows_put_the_ablated_setting_innermost():
+    t = report.ablation_table(_swept_rows(), by="link")
+    assert t[["budget", "link"]].values.tolist() == [[0.35, "pcie4-x16"], [0.35, "pcie5-x16"],
+                                                      [0.5, "pcie4-x16"], [0.5, "pcie5-x16"]]

@@ -19,22 +19,25 @@ from .hf import from_hf_config
 from .spec import TransformerSpec
 from .zoo import available, load
 
-__all__ = ["TransformerSpec", "available", "build", "from_hf_config", "load"]
+__all__ = ["TransformerSpec", "available", "build", "from_hf_config", "load", "spec"]
+
+
+def spec(name_or_spec: str | Path | TransformerSpec, **overrides) -> TransformerSpec:
+    """The ``TransformerSpec`` of a preset name, a spec or a path to an HF ``config.json``, with
+    ``overrides`` applied (files are read now)."""
+    if isinstance(name_or_spec, TransformerSpec):
+        return name_or_spec.replace(**overrides) if overrides else name_or_spec
+    if isinstance(name_or_spec, (str, Path)):
+        text = str(name_or_spec)
+        if isinstance(name_or_spec, str) and text in available():
+            return load(text, **overrides)
+        if text.endswith(".json") or Path(text).expanduser().is_dir() or isinstance(name_or_spec, Path):
+            return from_hf_config(name_or_spec, **overrides)
+        return load(text, **overrides)  # raises UnknownNameError listing the presets
+    raise ConfigError(f"model: expected a preset name, a TransformerSpec or a config.json "
+                      f"path; got {type(name_or_spec).__name__}")
 
 
 def build(name_or_spec: str | Path | TransformerSpec, **overrides) -> Graph:
     """A ``Graph`` from a preset name, a ``TransformerSpec`` or a path to an HF ``config.json``."""
-    if isinstance(name_or_spec, TransformerSpec):
-        spec = name_or_spec.replace(**overrides) if overrides else name_or_spec
-    elif isinstance(name_or_spec, (str, Path)):
-        text = str(name_or_spec)
-        if isinstance(name_or_spec, str) and text in available():
-            spec = load(text, **overrides)
-        elif text.endswith(".json") or Path(text).is_dir() or isinstance(name_or_spec, Path):
-            spec = from_hf_config(name_or_spec, **overrides)
-        else:
-            spec = load(text, **overrides)  # raises UnknownNameError listing the presets
-    else:
-        raise ConfigError(f"model: expected a preset name, a TransformerSpec or a config.json "
-                          f"path; got {type(name_or_spec).__name__}")
-    return _transformer.build(spec)
+    return _transformer.build(spec(name_or_spec, **overrides))

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 
+from .._paths import user_path
 from ..errors import ConfigError
 from .spec import TransformerSpec
 
@@ -33,7 +33,7 @@ def from_hf_config(path, **overrides) -> TransformerSpec:
     if isinstance(path, Mapping):
         cfg, where, default_name = dict(path), "HF config", None
     else:
-        p = Path(path)
+        p = user_path(path)
         if p.is_dir():
             p = p / "config.json"
         try:

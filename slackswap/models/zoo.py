@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .._paths import data_dir
+from .._paths import data_dir, user_path
 from ..errors import ConfigError, UnknownNameError
 from .spec import TransformerSpec
 
@@ -43,7 +43,7 @@ def load(name: str, **overrides) -> TransformerSpec:
 
 def load_file(path: str | Path, **overrides) -> TransformerSpec:
     """A spec from any model TOML file in the preset format."""
-    path = Path(path)
+    path = user_path(path)
     try:
         with path.open("rb") as fh:
             raw = tomllib.load(fh)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
+
+from .._paths import user_path
 
 
 @dataclass(frozen=True)
@@ -85,5 +86,5 @@ class SimResult:
                        "args": {"bytes": int(b)}})
         out = {"traceEvents": ev, "displayTimeUnit": "ms"}
         if path is not None:
-            Path(path).write_text(json.dumps(out))
+            user_path(path).write_text(json.dumps(out))
         return out
