@@ -51,6 +51,14 @@ def test_hf_setting_other_shapes(family, shape):
     assert all(abs(r["hf_rel"][m]) <= TOL for m in METRICS), r["hf_rel"]
 
 
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_hf_setting_grouped_query_attention(attention):
+    """Llama with 2 KV heads of 4: eager repeats K and V for every head (repeat_kv), and saves
+    those copies; SDPA takes the grouped K and V as they are."""
+    r = hf_fidelity.compare("llama", attention, "bf16", kv_heads=2)
+    assert all(abs(r["hf_rel"][m]) <= TOL for m in METRICS), r["hf_rel"]
+
+
 @pytest.mark.parametrize("family", ["bert", "gpt2", "llama"])
 def test_param_counts_exact_against_transformers(family):
     cfg = hf_fidelity.config_dict(family, "eager")

@@ -185,6 +185,9 @@ class _Transformer:
                           saves=(q, k, v, "out:0", "out:1"), flops=core_flops,
                           bwd_flops=2.5 * core_flops)
         else:
+            if self.hf and kvl != ql:  # eager GQA: repeat_kv materializes K and V for all heads
+                k, v = g.op(pre + "repeat_kv", "elementwise", (k, v),
+                            [(pre + "k_rep", ql, "activation"), (pre + "v_rep", ql, "activation")])
             scores = g.op(pre + "attn.scores", "attention", (q, k),
                           [(pre + "attn.scores", probs * e, "activation")], saves=(q, k),
                           flops=core_flops / 2)
