@@ -116,3 +116,15 @@ def test_hf_layer_formulas():
     # eager - flash: fp32 softmax + its bf16 cast (2 + 4 bytes x a s^2) in place of the lse
     assert layer(eager) - layer(hf) == 6 * a * s.seq**2 - 4 * a * s.seq
 
+
+def test_preset_files_must_state_the_implementation(tmp_path):
+    from slackswap.models.zoo import load_file, models_dir
+
+    text = (models_dir() / "tiny.toml").read_text()
+    p = tmp_path / "no-impl.toml"
+    p.write_text(text.replace('implementation = "fused"\n', ""))
+    with pytest.raises(ConfigError, match="^implementation: missing key"):
+        load_file(p)
+    p.write_text(text.replace('implementation = "test model"\n', ""))
+    with pytest.raises(ConfigError, match="^sources.implementation: missing source"):
+        load_file(p)
