@@ -27,6 +27,7 @@ TOL = 0.02
 METRICS = ("layer", "total", "peak", "fwd_flops", "bwd_flops")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
 @pytest.mark.parametrize("family", ["bert", "gpt2", "llama"])
@@ -39,6 +40,7 @@ def test_hf_setting_matches_transformers(family, attention, dtype):
         assert r["fused_rel"]["layer"] < -0.2 and r["fused_rel"]["total"] < -0.2, r["fused_rel"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, shape", [
     ("gpt2", dict(hidden=256, heads=8, seq=128, batch=1)),
     ("llama", dict(hidden=256, heads=8, ffn=688, seq=128, batch=1)),
@@ -51,6 +53,7 @@ def test_hf_setting_other_shapes(family, shape):
     assert all(abs(r["hf_rel"][m]) <= TOL for m in METRICS), r["hf_rel"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
 def test_hf_setting_grouped_query_attention(attention):
     """Llama with 2 KV heads of 4: eager repeats K and V for every head (repeat_kv), and saves
