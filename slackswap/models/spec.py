@@ -8,6 +8,10 @@ Three families share one spec; the family fixes the block layout (docs/models.md
   LM head (tied to the word embeddings in GPT-2).
 * ``"llama"``: pre-norm blocks without biases, RoPE (no position parameters), final norm, LM head.
 
+``implementation`` says which code runs the step, and so what its backward keeps: ``"fused"``
+(fused kernels, Korthikanti et al.'s accounting; the presets' default) or ``"hf"`` (HuggingFace
+``transformers``' Python code paths; what ``from_hf_config`` sets).
+
 >>> s = TransformerSpec("toy", "gpt2", layers=2, hidden=64, heads=4, ffn=256, vocab=128,
 ...                     seq=16, batch=2)
 >>> s.kv_heads, s.max_positions, s.act_bytes
@@ -31,6 +35,7 @@ ACTIVATIONS = ("gelu", "swiglu")
 ATTENTIONS = ("flash", "eager")
 POSITIONS = ("learned", "rope")
 HEADS = ("lm", "mlm")
+IMPLEMENTATIONS = ("fused", "hf")
 
 #: Bytes per parameter of mixed-precision Adam training: 16-bit weights (2) + 16-bit gradients (2)
 #: + fp32 master weights, momentum and variance (12); Rajbhandari et al. 2020 (ZeRO), section 3.1.
@@ -61,6 +66,8 @@ _HELP = {
     "pooler": "BERT pooler (dense + tanh on the first token)",
     "head": " | ".join(HEADS),
     "tensor_parallel": "Megatron tensor-parallel degree t (per-GPU shards)",
+    "implementation": "what the backward keeps: fused (fused kernels, Korthikanti's accounting) | "
+                      "hf (what HuggingFace transformers saves; docs/models.md)",
     "source": "where the numbers come from",
 }
 
@@ -92,6 +99,7 @@ class TransformerSpec:
     pooler: bool = False
     head: str = "lm"
     tensor_parallel: int = 1
+    implementation: str = "fused"
     source: str = ""
 
     def __post_init__(self):
@@ -199,7 +207,7 @@ class TransformerSpec:
     def describe(self) -> str:
         return (f"{self.name}: {self.family} L={self.layers} h={self.hidden} a={self.heads}"
                 f" kv={self.kv_heads} ffn={self.ffn} V={self.vocab} s={self.seq} b={self.batch}"
-                f" {self.dtype} {self.attention} t={self.tensor_parallel}"
+                f" {self.dtype} {self.attention} {self.implementation} t={self.tensor_parallel}"
                 f" params={self.param_count() / 1e6:.1f}M")
 
 
@@ -236,6 +244,7 @@ def _validate(s: TransformerSpec) -> None:
     _enum(s, "attention", ATTENTIONS)
     _enum(s, "position", POSITIONS)
     _enum(s, "head", HEADS)
+    _enum(s, "implementation", IMPLEMENTATIONS)
     for f in ("causal", "tied_embeddings", "pooler"):
         _bool(s, f)
     d = s.dropout
