@@ -183,8 +183,8 @@ def _tie_graph():
     the re-run, so they come back in op1's input order, a (10 B) before b."""
     T = [Tensor(0, "b", 1, 0), Tensor(1, "a", 10, 0), Tensor(2, "r", 1, 1)]
     ops = [Op(0, "op0", None, "matmul", outputs=(0, 1)),
-         Op(1, "op1", None, "matmul", inputs=(1, 0), outputs=(2,), saves=(1,)),
-         Op(2, "op2", None, "matmul", inputs=(2, 0), saves=(0, 2))]
+           Op(1, "op1", None, "matmul", inputs=(1, 0), outputs=(2,), saves=(1,)),
+           Op(2, "op2", None, "matmul", inputs=(2, 0), saves=(0, 2))]
     return Graph("tie", tuple(ops), tuple(T))
 
 
@@ -209,3 +209,19 @@ def test_h2d_tie_follows_the_order_the_first_reader_lists_its_inputs():
                 m.lb[cols[t]] = m.ub[cols[t]] = float(d is dd)
     res = solve_highs(m)
     assert res.status == "optimal" and math.isclose(res.objective * built.tau, r.step_time_s, rel_tol=1e-9)
+
+
+def test_partial_issue_points_count_each_fixed_copy_once():
+    """Swap-all chain of section 6 at 6 bytes: defaults a3 -> stage 3, a2 -> 3, a1 -> 1. Fixing a3
+    (or a2) at that stage leaves the other copies where they were: 16 s as with no issue points."""
+    g = chain(4, sizes=[2, 2, 2, 2])
+    p = _problem(g, budget=6)
+    plan = _plan(g, S)
+    fixes = ({3: 3}, {2: 3}, {1: 1}, {1: 1, 3: 3})
+    assert simulate(p, plan).step_time_s == 16
+    assert [simulate(p, _plan(g, S, issue_points=f)).step_time_s for f in fixes] == [16] * 4
+
+    from slackswap.timeline import issue_points
+
+    assert issue_points(p, plan) == {1: 1, 2: 3, 3: 3}
+    assert all(issue_points(p, _plan(g, S, issue_points=f)) == {1: 1, 2: 3, 3: 3} for f in fixes)

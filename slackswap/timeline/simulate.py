@@ -23,14 +23,18 @@ from .schedule import BWD, FWD, REC, Schedule, compile_schedule
 _EPS = 1e-9
 
 
-def default_issue_points(sched: Schedule, sizes, budget: float, base: np.ndarray) -> dict[int, int]:
-    """Issue every H2D copy as early as the budget allows (docs/timeline.md, 3.2).
+def default_issue_points(sched: Schedule, sizes, budget: float, base: np.ndarray,
+                         given: dict[int, int] | None = None) -> dict[int, int]:
+    """Issue every H2D copy as early as the budget allows (docs/timeline.md, 3).
 
-    Copies are taken in H2D queue order; each gets the earliest backward stage, no earlier than
-    the previous copy's, from which its bytes fit under ``budget`` on every step up to its last
-    use, given ``base`` (fixed memory, swapped tensors' forward lives already released) plus the
-    copies placed before it. A copy that fits nowhere gets the stage of its first use.
+    Copies are taken in H2D queue order. A copy in ``given`` (the plan's issue points) keeps its
+    stage; any other gets the earliest backward stage, no earlier than the previous copy's, from
+    which its bytes fit under ``budget`` on every step up to its last use, given ``base`` (fixed
+    memory, swapped tensors' forward lives already released) plus the copies before it in the
+    queue. A copy that fits nowhere gets the stage of its first use. So giving a copy the stage
+    this rule would choose changes nothing.
     """
+    given = given or {}
     mem = base.astype(np.float64).copy()
     n = sched.n_fwd
     out: dict[int, int] = {}
@@ -38,6 +42,11 @@ def default_issue_points(sched: Schedule, sizes, budget: float, base: np.ndarray
     for t in sched.h2d_queue():
         u, f = sched.swap_bwd[t]
         ju = sched.stage[u]
+        if t in given:
+            k = out[t] = given[t]
+            mem[sched.stage_first_step[k]:f + 1] += sizes[t]
+            k_prev = k
+            continue
         lo = sched.stage_first_step[k_prev]
         k = ju
         if budget == math.inf:
@@ -60,6 +69,33 @@ def default_issue_points(sched: Schedule, sizes, budget: float, base: np.ndarray
     return out
 
 
+def _issue_points(sched: Schedule, plan: Plan, sizes, budget: float):
+    """Memory of the fixed lives (swapped tensors' forward lives included) and the issue point of
+    every swapped tensor: the plan's, the open ones placed by ``default_issue_points``."""
+    n = sched.n_fwd
+    fixed = sched.static_memory().astype(np.float64)
+    for t, (p, lf) in sched.swap_fwd.items():
+        fixed[p:lf + 1] += sizes[t]
+    issue = dict(plan.issue_points)
+    for t, k in issue.items():
+        ju = sched.stage[sched.swap_bwd[t][0]]
+        if k < ju:
+            raise PlanError(f"plan.issue_points[{t}]: stage {k} is after the first backward use "
+                            f"(stage {ju}); allowed {ju}..{n - 1}")
+    if len(issue) < len(sched.swap_bwd):   # place the copies the plan leaves open
+        issue = default_issue_points(sched, sizes, budget, fixed, given=issue)
+    return fixed, issue
+
+
+def issue_points(problem, plan: Plan) -> dict[int, int]:
+    """The issue point (backward stage) of every swapped tensor of ``plan`` as ``simulate`` uses
+    it: the plan's own where it gives one, else the default of docs/timeline.md section 3."""
+    validate(problem, plan)
+    sched = compile_schedule(problem.graph, plan.decisions)
+    sizes = [t.bytes for t in problem.graph.tensors]
+    return _issue_points(sched, plan, sizes, float(problem.budget_bytes))[1]
+
+
 def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
     """Simulate one training step of ``problem`` under ``plan``.
 
@@ -75,26 +111,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
     n = sched.n_fwd
     steps = sched.n_steps
 
-    fixed = sched.static_memory().astype(np.float64)
-    for t, (p, lf) in sched.swap_fwd.items():
-        fixed[p:lf + 1] += sizes[t]
-    # ---- issue points ----
-    issue = dict(plan.issue_points)
-    for t, k in issue.items():
-        ju = sched.stage[sched.swap_bwd[t][0]]
-        if k < ju:
-            raise PlanError(f"plan.issue_points[{t}]: stage {k} is after the first backward use "
-                            f"(stage {ju}); allowed {ju}..{n - 1}")
-    missing = [t for t in sched.swap_bwd if t not in issue]
-    if missing:
-        base = fixed.copy()
-        for t, k in issue.items():
-            base[sched.stage_first_step[k]:sched.swap_bwd[t][1] + 1] += sizes[t]
-        if len(missing) == len(sched.swap_bwd):
-            issue = default_issue_points(sched, sizes, budget, base)
-        else:  # place only the copies the plan left open, around the ones it fixed
-            auto = default_issue_points(sched, sizes, budget, base)
-            issue.update({t: auto[t] for t in missing})
+    fixed, issue = _issue_points(sched, plan, sizes, budget)
     acc = fixed.copy()   # accounted memory per step, pending D2H sources excluded
     for t, k in issue.items():
         acc[sched.stage_first_step[k]:sched.swap_bwd[t][1] + 1] += sizes[t]
@@ -233,4 +250,4 @@ def _infeasible(problem, plan: Plan, reason: str) -> SimResult:
                      reason=reason)
 
 
-__all__ = ["simulate", "default_issue_points", "Decision"]
+__all__ = ["simulate", "default_issue_points", "issue_points", "Decision"]
