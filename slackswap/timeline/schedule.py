@@ -185,7 +185,8 @@ def memory_floor(graph: Graph) -> tuple[int, str]:
     """A lower bound on the peak of any plan: what some step cannot avoid holding.
 
     Forward op i needs its inputs and outputs, its workspace, the step inputs, and every
-    unsaved intermediate still waiting for a later consumer; backward op j needs what it saves,
+    unsaved intermediate still waiting for a later consumer (each tensor counted once, also when
+    it is an input of op i too); backward op j needs what it saves,
     its workspace, the step inputs and every gradient alive at that moment (gradients do not
     depend on the plan). Returns the bytes and the step that attains them.
     """
@@ -212,7 +213,11 @@ def memory_floor(graph: Graph) -> tuple[int, str]:
     best, where = 0, ""
     for op in ops:
         own = {x for x in (*op.inputs, *op.outputs) if tensors[x].producer is not None}
-        f = sum(tensors[x].bytes for x in own) + op.workspace_bytes + inputs_bytes + int(across[op.id])
+        # an unsaved input still waiting for a later consumer is in ``own`` and in ``across``: once
+        waiting = sum(tensors[x].bytes for x in own
+                      if x not in saved and tensors[x].producer < op.id < graph.last_forward_use(x))
+        f = (sum(tensors[x].bytes for x in own) + op.workspace_bytes + inputs_bytes
+             + int(across[op.id]) - waiting)
         b = (sum(tensors[x].bytes for x in set(op.saves) if tensors[x].producer is not None)
              + op.workspace_bytes + inputs_bytes + int(grads[op.id]))
         if f > best:
