@@ -1,5 +1,6 @@
 """Hand-computed unit-cost timelines (docs/timeline.md section 6 and more), event by event."""
 
+import dataclasses
 import math
 
 import pytest
@@ -225,3 +226,39 @@ def test_partial_issue_points_count_each_fixed_copy_once():
 
     assert issue_points(p, plan) == {1: 1, 2: 3, 3: 3}
     assert all(issue_points(p, _plan(g, S, issue_points=f)) == {1: 1, 2: 3, 3: 3} for f in fixes)
+
+
+def test_h2d_copy_starts_at_the_ready_time_of_its_issue_step():
+    """docs/timeline.md 4: an H2D copy starts no earlier than the ready time of the first step of
+    its issue stage (reached, then done waiting for memory), never merely when it is reached."""
+    from slackswap.synthetic import mixed_dag
+    from slackswap.timeline import issue_points
+
+    g = mixed_dag(4220, 7)
+    c = CostModel.unit(g)
+    c = dataclasses.replace(c, d2h_s=tuple(2 * v for v in c.d2h_s), h2d_s=tuple(2 * v for v in c.h2d_s))
+    p = Problem(g, c, budget_bytes=17)
+    plan = Plan({2: S, 3: S, 4: S, 6: K, 8: K})
+    assert issue_points(p, plan)[2] == 5
+    r = simulate(p, plan)
+    ev = {e.label: (e.start, e.end) for e in r.events}
+    # bwd op5 (first step of stage 5) is reached at 9, when bwd op6 ends, but holds 18 bytes
+    # until t4's source is released at 10 (d2h t4 8-10): it is ready at 10, and so is t2's copy
+    assert ev["bwd:op6"][1] == 9 and ev["d2h:t4"] == (8, 10)
+    assert ev["bwd:op5"][0] == 10 and ev["h2d:t2"] == (10, 14)
+    assert r.peak_bytes <= 17 and r.step_time_s == 21
+
+
+def test_docs_state_one_h2d_start_rule():
+    """The rule for when an H2D copy may start is stated once (docs/timeline.md section 4, the
+    ready time) and used by name in section 3 and in docs/milp.md."""
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    tl, milp = (docs / "timeline.md").read_text(), (docs / "milp.md").read_text()
+    assert "reaches the first step" not in tl
+    assert "ready time of the first step of t's issue stage (section 4)" in tl
+    assert len(re.findall(r"The step's \*\*ready time\*\*", tl)) == 1
+    assert "h2d_start[t] >= ready[first active step of stage k]" in milp
+    assert "`ready[s]` (the ready time\nof step s, docs/timeline.md section 4" in milp

@@ -131,7 +131,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
 
     S = [0.0] * steps
     E = [0.0] * steps
-    M = [0.0] * steps
+    ready = [0.0] * steps   # ready time of each step: reached and done waiting for memory
     fwd_s, bwd_s = c.fwd_s, c.bwd_s
     qi = 0
     prev_d2h = 0.0
@@ -145,12 +145,12 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
         for t in becomes_pending.get(s, ()):
             bisect.insort(pend, qpos[t])
             pend_bytes += sizes[t]
-        ready = t_prev
+        reached = t_prev
         # release sources whose copy has ended
-        while pend and not math.isnan(d2h_end[pend[0]]) and d2h_end[pend[0]] <= ready + _EPS:
+        while pend and not math.isnan(d2h_end[pend[0]]) and d2h_end[pend[0]] <= reached + _EPS:
             pend_bytes -= sizes[q[pend.pop(0)]]
         need = acc[s] + pend_bytes
-        start = ready
+        start = reached
         while need > budget + _EPS:
             if not pend or math.isnan(d2h_end[pend[0]]):
                 kind = sched.kinds[s]
@@ -161,7 +161,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
             start = max(start, d2h_end[i])
             pend_bytes -= sizes[q[i]]
             need -= sizes[q[i]]
-        M[s] = start
+        ready[s] = start
         # H2D copies this step waits for (FIFO: every earlier copy in the queue first)
         for t in sched.uses[s]:
             while t not in h2d_end:
@@ -170,7 +170,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
                 i = qpos[x]
                 if math.isnan(d2h_end[i]):
                     raise PlanError(f"plan.d2h_order: tensor {x} cannot be copied out before it is needed")
-                hs = max(M[sched.stage_first_step[issue[x]]], d2h_end[i], prev_h2d)
+                hs = max(ready[sched.stage_first_step[issue[x]]], d2h_end[i], prev_h2d)
                 dur = c.h2d_s[x]
                 if c.duplex_factor < 1 and _busy(d2h_starts_sorted, d2h_start, d2h_end, q, hs):
                     dur /= c.duplex_factor
