@@ -20,7 +20,17 @@ from ..plan import Decision, Plan, validate
 from .result import Event, SimResult
 from .schedule import BWD, FWD, REC, Schedule, compile_schedule
 
-_EPS = 1e-9
+_EPS = 1e-9   # bytes (whole numbers, summed exactly in float64)
+_REL = 1e-9   # times: tolerance relative to the problem's time horizon, so units do not matter
+
+
+def time_tolerance(costs) -> float:
+    """Two times closer than this are equal: ``_REL`` times the longest any simulated timeline can
+    be (every step and copy one after another, recompute counted twice), so scaling every time
+    by one factor changes no comparison."""
+    horizon = (2 * sum(costs.fwd_s) + sum(costs.bwd_s) + costs.optimizer_s + sum(costs.d2h_s)
+               + sum(costs.h2d_s) / costs.duplex_factor)
+    return _REL * horizon
 
 
 def default_issue_points(sched: Schedule, sizes, budget: float, base: np.ndarray,
@@ -111,6 +121,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
     n = sched.n_fwd
     steps = sched.n_steps
 
+    tol = time_tolerance(c)
     fixed, issue = _issue_points(sched, plan, sizes, budget)
     acc = fixed.copy()   # accounted memory per step, pending D2H sources excluded
     for t, k in issue.items():
@@ -147,7 +158,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
             pend_bytes += sizes[t]
         reached = t_prev
         # release sources whose copy has ended
-        while pend and not math.isnan(d2h_end[pend[0]]) and d2h_end[pend[0]] <= reached + _EPS:
+        while pend and not math.isnan(d2h_end[pend[0]]) and d2h_end[pend[0]] <= reached + tol:
             pend_bytes -= sizes[q[pend.pop(0)]]
         need = acc[s] + pend_bytes
         start = reached
@@ -172,7 +183,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
                     raise PlanError(f"plan.d2h_order: tensor {x} cannot be copied out before it is needed")
                 hs = max(ready[sched.stage_first_step[issue[x]]], d2h_end[i], prev_h2d)
                 dur = c.h2d_s[x]
-                if c.duplex_factor < 1 and _busy(d2h_starts_sorted, d2h_start, d2h_end, q, hs):
+                if c.duplex_factor < 1 and _busy(d2h_starts_sorted, d2h_end, hs, tol):
                     dur /= c.duplex_factor
                 h2d_start[x], h2d_end[x] = hs, hs + dur
                 prev_h2d = hs + dur
@@ -209,8 +220,11 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
         ev_b += (sizes[t], -sizes[t])
     tt = np.asarray(ev_t)
     bb = np.asarray(ev_b)
-    order = np.lexsort((bb, tt))
+    order = np.argsort(tt, kind="stable")
     tt, bb = tt[order], bb[order]
+    same = np.cumsum(np.diff(tt, prepend=-math.inf) > tol)   # times within tol of the previous are equal
+    order = np.lexsort((bb, same))
+    tt, bb = np.maximum.accumulate(tt[order]), bb[order]
     curve = np.cumsum(bb)
     peak = int(round(curve.max())) if curve.size else 0
 
@@ -238,10 +252,10 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
         reason="")
 
 
-def _busy(starts_sorted, d2h_start, d2h_end, q, t: float) -> bool:
+def _busy(starts_sorted, d2h_end, t: float, tol: float) -> bool:
     """Is the D2H engine copying at time ``t``? (copies are FIFO, so starts are sorted)"""
     i = bisect.bisect_right(starts_sorted, t) - 1
-    return i >= 0 and d2h_end[i] > t + _EPS
+    return i >= 0 and d2h_end[i] > t + tol
 
 
 def _infeasible(problem, plan: Plan, reason: str) -> SimResult:
