@@ -261,4 +261,4 @@ def test_docs_state_one_h2d_start_rule():
     assert "ready time of the first step of t's issue stage (section 4)" in tl
     assert len(re.findall(r"The step's \*\*ready time\*\*", tl)) == 1
     assert "h2d_start[t] >= ready[first active step of stage k]" in milp
-    assert "`ready[s]` (the ready time\nof step s, docs/timeline.md section 4" in milp
+    assert "`ready[s]` (the\n**ready time** of step s, docs/timeline.md section 4" in milp
