@@ -96,3 +96,22 @@ def test_min_feasible_bytes_is_a_floor_of_every_plan_that_fits(seed, n_ops, mixe
         for b in budgets:
             r = simulate(dataclasses.replace(free, budget_bytes=b), plan, detail=False)
             assert not r.fits or r.peak_bytes >= floor, (b, dict(plan.decisions), r.peak_bytes)
+
+
+def test_floor_counts_every_tensor_each_plan_holds_in_the_forward():
+    """Forward op2 of this graph holds the step input (1 B), t1 (2 B, read again by op4, not
+    recomputable: kept or swapped, alive either way), its inputs t2 and outputs t3, t4: 12 bytes
+    under every plan. No plan fits 11 bytes, so 11 is refused (it used to be the floor)."""
+    import dataclasses
+
+    from slackswap import planners
+    from slackswap.synthetic import mixed_dag
+    from slackswap.timeline.schedule import memory_floor
+
+    g = mixed_dag(688071, 5)
+    p = Problem(g, CostModel.unit(g))
+    assert memory_floor(g) == (12, "forward of op2") and p.min_feasible_bytes == 12
+    free = Problem(g, CostModel.unit(g), min_feasible_bytes=0)
+    assert planners.get("brute").plan(dataclasses.replace(free, budget_bytes=11)).info.status.value == "INFEASIBLE"
+    with pytest.raises(BudgetError, match="forward of op2"):
+        p.with_budget(11)

@@ -184,25 +184,23 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
 def memory_floor(graph: Graph) -> tuple[int, str]:
     """A lower bound on the peak of any plan: what some step cannot avoid holding.
 
-    Forward op i needs its inputs and outputs, its workspace, the step inputs, and every
-    unsaved intermediate still waiting for a later consumer (each tensor counted once, also when
-    it is an input of op i too); backward op j needs what it saves,
-    its workspace, the step inputs and every gradient alive at that moment (gradients do not
-    depend on the plan). Returns the bytes and the step that attains them.
+    Forward op i holds the step inputs, its workspace and every tensor produced so far and not
+    past its last forward use (its own inputs and outputs included): under every decision a
+    tensor lives at least from its producer to its last forward reader (KEEP and SWAP longer,
+    RECOMPUTE and unsaved tensors exactly that). Backward op j needs what it saves, its
+    workspace, the step inputs and every gradient alive at that moment (gradients do not depend
+    on the plan). Returns the bytes and the step that attains them.
     """
     ops, tensors = graph.ops, graph.tensors
     n = len(ops)
-    saved = {t.id for t in graph.planning_tensors()}
     inputs_bytes = sum(t.bytes for t in tensors if t.producer is None)
-    # unsaved intermediates alive across forward op i: producer < i < last forward use
+    # tensors alive at forward op i in every plan: producer <= i <= last forward use
     diff = np.zeros(n + 1, dtype=np.int64)
     for t in tensors:
-        if t.producer is not None and t.id not in saved:
-            lf = graph.last_forward_use(t.id)
-            if lf > t.producer + 1:
-                diff[t.producer + 1] += t.bytes
-                diff[lf] -= t.bytes
-    across = np.cumsum(diff[:-1])
+        if t.producer is not None:
+            diff[t.producer] += t.bytes
+            diff[max(graph.last_forward_use(t.id), t.producer) + 1] -= t.bytes
+    alive = np.cumsum(diff[:-1])
     # gradients alive during backward of op j: grad of x lives over ops [producer(x), last consumer(x)]
     gdiff = np.zeros(n + 1, dtype=np.int64)
     for t in tensors:
@@ -212,12 +210,7 @@ def memory_floor(graph: Graph) -> tuple[int, str]:
     grads = np.cumsum(gdiff[:-1])
     best, where = 0, ""
     for op in ops:
-        own = {x for x in (*op.inputs, *op.outputs) if tensors[x].producer is not None}
-        # an unsaved input still waiting for a later consumer is in ``own`` and in ``across``: once
-        waiting = sum(tensors[x].bytes for x in own
-                      if x not in saved and tensors[x].producer < op.id < graph.last_forward_use(x))
-        f = (sum(tensors[x].bytes for x in own) + op.workspace_bytes + inputs_bytes
-             + int(across[op.id]) - waiting)
+        f = int(alive[op.id]) + op.workspace_bytes + inputs_bytes
         b = (sum(tensors[x].bytes for x in set(op.saves) if tensors[x].producer is not None)
              + op.workspace_bytes + inputs_bytes + int(grads[op.id]))
         if f > best:
