@@ -63,17 +63,20 @@ def test_scaling_every_time_changes_no_result(seed):
 
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(st.integers(0, 10**6))
-@example(241)     # slack and brute chose other plans at 1e-8 s
-@example(1080)
+@example(241)     # planners that chose other plans at 1e-8 s: slack (exact ties between
+@example(664)     # candidates and in recompute_fit), brute (exact step-time ties),
+@example(1080)    # capuchin (exact ties in its free-time test and its orders)
 @example(1868)
+@example(487)
+@example(498)
 def test_planner_decisions_do_not_depend_on_time_units(seed):
     p, _ = _case(seed)
-    for name in ("brute", "slack"):
-        if name == "brute" and len(p.planning_ids) > 7:
+    for name in planners.available():
+        if name == "milp" or (name == "brute" and len(p.planning_ids) > 7):
             continue
         ref = planners.get(name).plan(p)
         for f in FACTORS:
             got = planners.get(name).plan(_scaled(p, f))
             assert dict(got.decisions) == dict(ref.decisions), (name, f)
-            assert got.info.status == ref.info.status
-
+            assert dict(got.issue_points) == dict(ref.issue_points), (name, f)
+            assert got.info.status == ref.info.status, (name, f)
