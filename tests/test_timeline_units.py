@@ -57,7 +57,10 @@ def test_scaling_every_time_changes_no_result(seed):
         if a.feasible:
             assert math.isclose(a.throughput_ratio, b.throughput_ratio, rel_tol=1e-9)
             assert math.isclose(a.stall_s / a.step_time_s, b.stall_s / b.step_time_s, rel_tol=1e-9, abs_tol=1e-12)
+            tol = 1e-9 * f * a.step_time_s
             assert [e.label for e in a.events] == [e.label for e in b.events]
+            assert all(abs(y.start - x.start * f) <= tol and abs(y.end - x.end * f) <= tol
+                       for x, y in zip(a.events, b.events, strict=True))
             assert len(a.memory_bytes) == len(b.memory_bytes) and (a.memory_bytes == b.memory_bytes).all()
 
 
