@@ -3,9 +3,10 @@ issue points and D2H order; ``validate(problem, plan)`` and a versioned JSON rou
 
 Issue points are *backward stages*: stage ``j`` is the backward op of forward op ``j`` together
 with the recompute steps run just before it. Stages run from ``n_ops - 1`` (the first, at the start
-of the backward pass) down to 0. The H2D copy of a swapped tensor may start once the compute
-stream reaches its issue stage; an issue point must be at or before (i.e. ``>=``) the stage of the
-tensor's first backward use. See docs/timeline.md.
+of the backward pass) down to 0. The H2D copy of a swapped tensor may start at the ready time of
+the first step of its issue stage (that step reached and done waiting for memory); an issue point
+must be at or before (i.e. ``>=``) the stage of the tensor's first backward use. See
+docs/timeline.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Hand-computed unit-cost timelines (docs/timeline.md section 6 and more), event by event."""
 
+import dataclasses
 import math
 
 import pytest
@@ -176,3 +177,88 @@ def test_chrome_trace_and_table():
     assert {e["tid"] for e in spans} == {1, 2, 3}
     df = r.op_table()
     assert len(df) == len(r.events) and set(df.stream) == {"compute", "d2h", "h2d"}
+
+
+def _tie_graph():
+    """op1 reads (a, b) and is re-run for op2, which saves (b, r): a and b are both first read by
+    the re-run, so they come back in op1's input order, a (10 B) before b."""
+    T = [Tensor(0, "b", 1, 0), Tensor(1, "a", 10, 0), Tensor(2, "r", 1, 1)]
+    ops = [Op(0, "op0", None, "matmul", outputs=(0, 1)),
+           Op(1, "op1", None, "matmul", inputs=(1, 0), outputs=(2,), saves=(1,)),
+           Op(2, "op2", None, "matmul", inputs=(2, 0), saves=(0, 2))]
+    return Graph("tie", tuple(ops), tuple(T))
+
+
+def test_h2d_tie_follows_the_order_the_first_reader_lists_its_inputs():
+    g = _tie_graph()
+    p = _problem(g)
+    plan = Plan({0: S, 1: S, 2: R})
+    r = simulate(p, plan)
+    ev = {e.label: (e.start, e.end) for e in r.events}
+    # d2h b 1-2, d2h a 2-12; h2d a 12-22, then h2d b 22-23; rec op1 waits for both
+    assert ev["h2d:a"] == (12, 22) and ev["h2d:b"] == (22, 23)
+    assert ev["rec:op1"] == (23, 24) and r.step_time_s == 27
+    # the exact MILP, with the decisions fixed, times the same plan identically
+    from slackswap.planners._milp_backends import solve_highs
+    from slackswap.planners._milp_formulation import build
+
+    built = build(p)
+    m = built.model
+    for t, d in plan.decisions.items():
+        for dd, cols in ((K, built.keep), (S, built.swap), (R, built.rec)):
+            if t in cols:
+                m.lb[cols[t]] = m.ub[cols[t]] = float(d is dd)
+    res = solve_highs(m)
+    assert res.status == "optimal" and math.isclose(res.objective * built.tau, r.step_time_s, rel_tol=1e-9)
+
+
+def test_partial_issue_points_count_each_fixed_copy_once():
+    """Swap-all chain of section 6 at 6 bytes: defaults a3 -> stage 3, a2 -> 3, a1 -> 1. Fixing a3
+    (or a2) at that stage leaves the other copies where they were: 16 s as with no issue points."""
+    g = chain(4, sizes=[2, 2, 2, 2])
+    p = _problem(g, budget=6)
+    plan = _plan(g, S)
+    fixes = ({3: 3}, {2: 3}, {1: 1}, {1: 1, 3: 3})
+    assert simulate(p, plan).step_time_s == 16
+    assert [simulate(p, _plan(g, S, issue_points=f)).step_time_s for f in fixes] == [16] * 4
+
+    from slackswap.timeline import issue_points
+
+    assert issue_points(p, plan) == {1: 1, 2: 3, 3: 3}
+    assert all(issue_points(p, _plan(g, S, issue_points=f)) == {1: 1, 2: 3, 3: 3} for f in fixes)
+
+
+def test_h2d_copy_starts_at_the_ready_time_of_its_issue_step():
+    """docs/timeline.md 4: an H2D copy starts no earlier than the ready time of the first step of
+    its issue stage (reached, then done waiting for memory), never merely when it is reached."""
+    from slackswap.synthetic import mixed_dag
+    from slackswap.timeline import issue_points
+
+    g = mixed_dag(4220, 7)
+    c = CostModel.unit(g)
+    c = dataclasses.replace(c, d2h_s=tuple(2 * v for v in c.d2h_s), h2d_s=tuple(2 * v for v in c.h2d_s))
+    p = Problem(g, c, budget_bytes=17)
+    plan = Plan({2: S, 3: S, 4: S, 6: K, 8: K})
+    assert issue_points(p, plan)[2] == 5
+    r = simulate(p, plan)
+    ev = {e.label: (e.start, e.end) for e in r.events}
+    # bwd op5 (first step of stage 5) is reached at 9, when bwd op6 ends, but holds 18 bytes
+    # until t4's source is released at 10 (d2h t4 8-10): it is ready at 10, and so is t2's copy
+    assert ev["bwd:op6"][1] == 9 and ev["d2h:t4"] == (8, 10)
+    assert ev["bwd:op5"][0] == 10 and ev["h2d:t2"] == (10, 14)
+    assert r.peak_bytes <= 17 and r.step_time_s == 21
+
+
+def test_docs_state_one_h2d_start_rule():
+    """The rule for when an H2D copy may start is stated once (docs/timeline.md section 4, the
+    ready time) and used by name in section 3 and in docs/milp.md."""
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    tl, milp = (docs / "timeline.md").read_text(), (docs / "milp.md").read_text()
+    assert "reaches the first step" not in tl
+    assert "ready time of the first step of t's issue stage (section 4)" in tl
+    assert len(re.findall(r"The step's \*\*ready time\*\*", tl)) == 1
+    assert "h2d_start[t] >= ready[first active step of stage k]" in milp
+    assert "`ready[s]` (the\n**ready time** of step s, docs/timeline.md section 4" in milp

@@ -111,3 +111,20 @@ def test_renumbering_changes_nothing(case, rnd):
     a, b = simulate(p, plan, detail=False), simulate(p2, plan2, detail=False)
     assert (a.feasible, a.step_time_s, a.peak_bytes, a.stall_s) == (b.feasible, b.step_time_s, b.peak_bytes, b.stall_s)
     assert p.keep_all_peak == p2.keep_all_peak and p.min_feasible_bytes == p2.min_feasible_bytes
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(cases(), st.randoms(use_true_random=False))
+def test_fixing_some_issue_points_at_their_default_changes_nothing(case, rnd):
+    """Partial issue points (docs/timeline.md 3): a plan giving some copies exactly the stage the
+    default would choose is simulated exactly like the plan giving none."""
+    from slackswap.timeline import issue_points
+
+    p, plan = case
+    auto = issue_points(p, plan)
+    some = {t: k for t, k in auto.items() if rnd.random() < 0.5}
+    part = dataclasses.replace(plan, issue_points=some)
+    assert issue_points(p, part) == auto
+    a, b = simulate(p, plan), simulate(p, part)
+    assert (a.feasible, a.step_time_s, a.peak_bytes, a.stall_s) == (b.feasible, b.step_time_s, b.peak_bytes, b.stall_s)
+    assert a.events == b.events

@@ -220,7 +220,7 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
     issue: dict[tuple[int, int], int] = {}
     h2d_start, h2d_end, fpos = {}, {}, {}
     # H2D queue key of t first used at step pos: (pos, position of t in the list that step asks for:
-    # a re-run's inputs, a backward op's saves), as the simulator's (first use, Schedule.need_seq)
+    # a re-run's inputs, a backward op's saves), as the simulator's Schedule.h2d_queue
     R = 1 + max(max(len(op.inputs), len(op.saves)) for op in ops)
 
     def qkey(pos, t):

@@ -16,6 +16,7 @@ import math
 
 from ..plan import Decision, Plan
 from ..timeline import compile_schedule, simulate
+from ..timeline.simulate import time_tolerance
 
 
 def rerun_closure(graph, t: int, evicted: set[int], planning: set[int]) -> set[int]:
@@ -200,6 +201,7 @@ def recompute_fit(problem, max_tensors: int = 64) -> dict | None:
     if len(planning) > max_tensors or not math.isfinite(problem.budget_bytes):
         return None
     g, fwd, budget = problem.graph, problem.costs.fwd_s, problem.budget_bytes
+    tol = time_tolerance(problem.costs)
     pset = set(planning)
     dec = {t: Decision.KEEP for t in planning}
 
@@ -225,7 +227,8 @@ def recompute_fit(problem, max_tensors: int = 64) -> dict | None:
             if pk >= cur:
                 continue
             extra = rerun_cost(evicted | {t}) - cost
-            score = (cur - pk) / max(extra, 1e-12)
+            # bytes per second to 9 significant digits: equal ratios stay equal in any unit of time
+            score = float(f"{(cur - pk) / max(extra, tol):.9e}")
             if best is None or score > best[0]:
                 best = (score, t, pk, extra)
         if best is None:

@@ -2,8 +2,9 @@
 
 Every assignment (3^k at most; a tensor that is not swappable or not recomputable has fewer
 choices) is judged by the simulator with its default issue points (docs/timeline.md 3). The
-fastest plan that fits wins; ties go to fewer swaps, then fewer recomputes, then the
-lexicographically smallest decision vector (tensor ids ascending; keep < swap < recompute).
+fastest plan that fits wins (step times within the simulator's relative time tolerance are
+equal); ties go to fewer swaps, then fewer recomputes, then the lexicographically smallest
+decision vector (tensor ids ascending; keep < swap < recompute).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from ..errors import SlackSwapError
 from ..plan import Decision, Plan, SolveInfo, Status
 from ..timeline import simulate
+from ..timeline.simulate import time_tolerance
 from .base import Tags, register
 
 _ORDER = {Decision.KEEP: 0, Decision.SWAP: 1, Decision.RECOMPUTE: 2}
@@ -54,6 +56,7 @@ class BrutePlanner:
                 c.append(Decision.RECOMPUTE)
             choices.append(c)
         best, best_key, n = None, None, 0
+        tol = time_tolerance(problem.costs)
         for combo in itertools.product(*choices):
             n += 1
             plan = Plan(dict(zip(ids, combo, strict=False)), problem_key=problem.key)
@@ -62,7 +65,7 @@ class BrutePlanner:
                 continue
             key = (r.step_time_s, combo.count(Decision.SWAP), combo.count(Decision.RECOMPUTE),
                    tuple(_ORDER[d] for d in combo))
-            if best_key is None or key < best_key:
+            if best_key is None or _better(key, best_key, tol):
                 best, best_key = combo, key
         wall = time.perf_counter() - t0
         size = {"plans": n}
@@ -75,3 +78,11 @@ class BrutePlanner:
                     info=SolveInfo(Status.OPTIMAL, objective=best_key[0], lower_bound=best_key[0], gap=0.0,
                                    wall_s=wall, model_size=size,
                                    message=f"best of {n} plans (default issue points)"))
+
+
+def _better(key, best, tol: float) -> bool:
+    """Faster by more than ``tol``, or as fast within ``tol`` and smaller on the tie-breaks (so
+    the choice does not depend on the unit of time)."""
+    if key[0] < best[0] - tol:
+        return True
+    return abs(key[0] - best[0]) <= tol and key[1:] < best[1:]

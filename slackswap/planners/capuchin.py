@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 
 from ..plan import Decision, Plan
+from ..timeline.simulate import time_tolerance
 from . import _chain
 from .base import Tags, int_param, make_plan, register
 
@@ -50,12 +51,13 @@ def eviction_order(problem, min_swap_bytes: int = 0) -> list[tuple[int, Decision
     g, c = problem.graph, problem.costs
     ft = free_windows(problem)
     fwd_total, bwd_total = sum(c.fwd_s), sum(c.bwd_s)
+    tol = time_tolerance(c)   # times this close are equal (docs/timeline.md 4): units do not matter
     swaps: list[tuple[int, Decision]] = []
     busy_d2h = busy_h2d = 0.0
     cands = [t for t in problem.planning_ids if g.tensors[t].swappable and g.tensors[t].bytes >= min_swap_bytes
-             and g.tensors[t].bytes > 0 and c.d2h_s[t] + c.h2d_s[t] <= ft[t]]
-    for t in sorted(cands, key=lambda t: (-(ft[t] - c.d2h_s[t] - c.h2d_s[t]), t)):
-        if busy_d2h + c.d2h_s[t] <= fwd_total and busy_h2d + c.h2d_s[t] <= bwd_total:
+             and g.tensors[t].bytes > 0 and c.d2h_s[t] + c.h2d_s[t] <= ft[t] + tol]
+    for t in sorted(cands, key=lambda t: (-round((ft[t] - c.d2h_s[t] - c.h2d_s[t]) / tol), t) if tol else t):
+        if busy_d2h + c.d2h_s[t] <= fwd_total + tol and busy_h2d + c.h2d_s[t] <= bwd_total + tol:
             busy_d2h += c.d2h_s[t]
             busy_h2d += c.h2d_s[t]
             swaps.append((t, Decision.SWAP))
@@ -63,9 +65,9 @@ def eviction_order(problem, min_swap_bytes: int = 0) -> list[tuple[int, Decision
     rec = [t for t in problem.planning_ids if t not in swapped and g.tensors[t].recomputable
            and g.tensors[t].bytes > 0]
 
-    def msps(t):
+    def msps(t):   # to 9 significant digits, so equal ratios stay equal in any unit of time
         s = c.fwd_s[g.tensors[t].producer]
-        return g.tensors[t].bytes / s if s > 0 else float("inf")
+        return float(f"{g.tensors[t].bytes / s:.9e}") if s > 0 else float("inf")
 
     chosen: list[int] = []
     blocked: set[int] = set()      # one-hop recompute: a producer's inputs are never recomputed

@@ -58,6 +58,7 @@ import time
 
 from ..errors import SlackSwapError
 from ..plan import Decision
+from ..timeline.simulate import time_tolerance
 from ._slack_improve import Fifo, Judge, issue_points, local_search, recompute_fit, rerun_closure
 from ._slack_keep import keep_greedy
 from .base import Tags, int_param, make_plan, register
@@ -154,12 +155,13 @@ class SlackPlanner:
             if grown is not None:
                 cands.append(grown)
         best, best_s, seen = None, math.inf, []
+        tol = time_tolerance(problem.costs)
         for dec in cands:
             if dec in seen:        # identical greedy plans: judge once
                 continue
             seen.append(dec)
             dec, s = self._fit(prof, judge, dec)
-            if s < best_s or best is None:
+            if best is None or s < best_s - tol:   # equal times (any unit): the earlier candidate
                 best, best_s = dec, s
         if self.local_search and math.isfinite(best_s):
             best, best_s = local_search(judge, best, self.prefetch, self._moves(prof, best), best_s)

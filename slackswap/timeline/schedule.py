@@ -38,7 +38,7 @@ class Schedule:
     swap_bwd: dict[int, tuple[int, int]] = field(default_factory=dict)
     stage_first_step: dict[int, int] = field(default_factory=dict)
     recomputed: list[int] = field(default_factory=list)  # op ids re-run in the backward pass
-    need_seq: dict[int, int] = field(default_factory=dict)  # swapped tensor -> order first asked for
+    reads: list[tuple[int, ...]] = field(default_factory=list)  # per step: tensors it reads, in order
 
     @property
     def n_steps(self) -> int:
@@ -53,9 +53,11 @@ class Schedule:
         return np.cumsum(diff[:-1])
 
     def h2d_queue(self) -> list[int]:
-        """Swapped tensors in H2D issue order: first backward use, then the order in which that
-        step asked for them (``Op.saves`` order; independent of tensor numbering)."""
-        return sorted(self.swap_bwd, key=lambda t: (self.swap_bwd[t][0], self.need_seq.get(t, 0)))
+        """Swapped tensors in H2D issue order: first backward use, then the position of the
+        tensor in what that step reads (``reads``: a re-run's ``Op.inputs``, a backward op's
+        ``Op.saves``); independent of tensor numbering."""
+        return sorted(self.swap_bwd, key=lambda t: (self.swap_bwd[t][0],
+                                                    self.reads[self.swap_bwd[t][0]].index(t)))
 
     def d2h_queue(self, graph: Graph) -> list[int]:
         """Default D2H order: production order, then position in the producer's outputs."""
@@ -98,7 +100,6 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
 
     # ---- backward: stages n-1 .. 0 ----
     use_steps: dict[int, list[int]] = {}
-    need_seq: dict[int, int] = {}
     stage_first: dict[int, int] = {}
     recomputed: list[int] = []
     cur_stage = [n - 1]
@@ -117,7 +118,6 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
             return
         if dec(t) is Decision.SWAP:
             resident.add(t)
-            need_seq[t] = len(need_seq)
             return
         p = tensors[t].producer
         op = ops[p]
@@ -174,32 +174,33 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
             intervals.append((bwd_alloc[t.id], max(u), t.bytes, f"re:{t.name}"))
     for s in range(len(uses)):
         uses[s].sort()
+    reads = [tuple(dict.fromkeys(ops[o].saves if k == BWD else ops[o].inputs)) if o >= 0 else ()
+             for k, o in zip(kinds, step_ops, strict=True)]
     return Schedule(kinds=kinds, ops=step_ops, stage=stage, n_fwd=n, intervals=intervals, uses=uses,
                     swap_fwd=swap_fwd, swap_bwd=swap_bwd, stage_first_step=stage_first,
-                    recomputed=recomputed, need_seq=need_seq)
+                    recomputed=recomputed, reads=reads)
 
 
 def memory_floor(graph: Graph) -> tuple[int, str]:
     """A lower bound on the peak of any plan: what some step cannot avoid holding.
 
-    Forward op i needs its inputs and outputs, its workspace, the step inputs, and every
-    unsaved intermediate still waiting for a later consumer; backward op j needs what it saves,
-    its workspace, the step inputs and every gradient alive at that moment (gradients do not
-    depend on the plan). Returns the bytes and the step that attains them.
+    Forward op i holds the step inputs, its workspace and every tensor produced so far and not
+    past its last forward use (its own inputs and outputs included): under every decision a
+    tensor lives at least from its producer to its last forward reader (KEEP and SWAP longer,
+    RECOMPUTE and unsaved tensors exactly that). Backward op j needs what it saves, its
+    workspace, the step inputs and every gradient alive at that moment (gradients do not depend
+    on the plan). Returns the bytes and the step that attains them.
     """
     ops, tensors = graph.ops, graph.tensors
     n = len(ops)
-    saved = {t.id for t in graph.planning_tensors()}
     inputs_bytes = sum(t.bytes for t in tensors if t.producer is None)
-    # unsaved intermediates alive across forward op i: producer < i < last forward use
+    # tensors alive at forward op i in every plan: producer <= i <= last forward use
     diff = np.zeros(n + 1, dtype=np.int64)
     for t in tensors:
-        if t.producer is not None and t.id not in saved:
-            lf = graph.last_forward_use(t.id)
-            if lf > t.producer + 1:
-                diff[t.producer + 1] += t.bytes
-                diff[lf] -= t.bytes
-    across = np.cumsum(diff[:-1])
+        if t.producer is not None:
+            diff[t.producer] += t.bytes
+            diff[max(graph.last_forward_use(t.id), t.producer) + 1] -= t.bytes
+    alive = np.cumsum(diff[:-1])
     # gradients alive during backward of op j: grad of x lives over ops [producer(x), last consumer(x)]
     gdiff = np.zeros(n + 1, dtype=np.int64)
     for t in tensors:
@@ -209,8 +210,7 @@ def memory_floor(graph: Graph) -> tuple[int, str]:
     grads = np.cumsum(gdiff[:-1])
     best, where = 0, ""
     for op in ops:
-        own = {x for x in (*op.inputs, *op.outputs) if tensors[x].producer is not None}
-        f = sum(tensors[x].bytes for x in own) + op.workspace_bytes + inputs_bytes + int(across[op.id])
+        f = int(alive[op.id]) + op.workspace_bytes + inputs_bytes
         b = (sum(tensors[x].bytes for x in set(op.saves) if tensors[x].producer is not None)
              + op.workspace_bytes + inputs_bytes + int(grads[op.id]))
         if f > best:

@@ -20,17 +20,31 @@ from ..plan import Decision, Plan, validate
 from .result import Event, SimResult
 from .schedule import BWD, FWD, REC, Schedule, compile_schedule
 
-_EPS = 1e-9
+_EPS = 1e-9   # bytes (whole numbers, summed exactly in float64)
+_REL = 1e-9   # times: tolerance relative to the problem's time horizon, so units do not matter
 
 
-def default_issue_points(sched: Schedule, sizes, budget: float, base: np.ndarray) -> dict[int, int]:
-    """Issue every H2D copy as early as the budget allows (docs/timeline.md, 3.2).
+def time_tolerance(costs) -> float:
+    """Two times closer than this are equal: ``_REL`` times the longest any simulated timeline can
+    be (every step and copy one after another, recompute counted twice), so scaling every time
+    by one factor changes no comparison."""
+    horizon = (2 * sum(costs.fwd_s) + sum(costs.bwd_s) + costs.optimizer_s + sum(costs.d2h_s)
+               + sum(costs.h2d_s) / costs.duplex_factor)
+    return _REL * horizon
 
-    Copies are taken in H2D queue order; each gets the earliest backward stage, no earlier than
-    the previous copy's, from which its bytes fit under ``budget`` on every step up to its last
-    use, given ``base`` (fixed memory, swapped tensors' forward lives already released) plus the
-    copies placed before it. A copy that fits nowhere gets the stage of its first use.
+
+def default_issue_points(sched: Schedule, sizes, budget: float, base: np.ndarray,
+                         given: dict[int, int] | None = None) -> dict[int, int]:
+    """Issue every H2D copy as early as the budget allows (docs/timeline.md, 3).
+
+    Copies are taken in H2D queue order. A copy in ``given`` (the plan's issue points) keeps its
+    stage; any other gets the earliest backward stage, no earlier than the previous copy's, from
+    which its bytes fit under ``budget`` on every step up to its last use, given ``base`` (fixed
+    memory, swapped tensors' forward lives already released) plus the copies before it in the
+    queue. A copy that fits nowhere gets the stage of its first use. So giving a copy the stage
+    this rule would choose changes nothing.
     """
+    given = given or {}
     mem = base.astype(np.float64).copy()
     n = sched.n_fwd
     out: dict[int, int] = {}
@@ -38,6 +52,11 @@ def default_issue_points(sched: Schedule, sizes, budget: float, base: np.ndarray
     for t in sched.h2d_queue():
         u, f = sched.swap_bwd[t]
         ju = sched.stage[u]
+        if t in given:
+            k = out[t] = given[t]
+            mem[sched.stage_first_step[k]:f + 1] += sizes[t]
+            k_prev = k
+            continue
         lo = sched.stage_first_step[k_prev]
         k = ju
         if budget == math.inf:
@@ -60,6 +79,33 @@ def default_issue_points(sched: Schedule, sizes, budget: float, base: np.ndarray
     return out
 
 
+def _issue_points(sched: Schedule, plan: Plan, sizes, budget: float):
+    """Memory of the fixed lives (swapped tensors' forward lives included) and the issue point of
+    every swapped tensor: the plan's, the open ones placed by ``default_issue_points``."""
+    n = sched.n_fwd
+    fixed = sched.static_memory().astype(np.float64)
+    for t, (p, lf) in sched.swap_fwd.items():
+        fixed[p:lf + 1] += sizes[t]
+    issue = dict(plan.issue_points)
+    for t, k in issue.items():
+        ju = sched.stage[sched.swap_bwd[t][0]]
+        if k < ju:
+            raise PlanError(f"plan.issue_points[{t}]: stage {k} is after the first backward use "
+                            f"(stage {ju}); allowed {ju}..{n - 1}")
+    if len(issue) < len(sched.swap_bwd):   # place the copies the plan leaves open
+        issue = default_issue_points(sched, sizes, budget, fixed, given=issue)
+    return fixed, issue
+
+
+def issue_points(problem, plan: Plan) -> dict[int, int]:
+    """The issue point (backward stage) of every swapped tensor of ``plan`` as ``simulate`` uses
+    it: the plan's own where it gives one, else the default of docs/timeline.md section 3."""
+    validate(problem, plan)
+    sched = compile_schedule(problem.graph, plan.decisions)
+    sizes = [t.bytes for t in problem.graph.tensors]
+    return _issue_points(sched, plan, sizes, float(problem.budget_bytes))[1]
+
+
 def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
     """Simulate one training step of ``problem`` under ``plan``.
 
@@ -75,26 +121,8 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
     n = sched.n_fwd
     steps = sched.n_steps
 
-    fixed = sched.static_memory().astype(np.float64)
-    for t, (p, lf) in sched.swap_fwd.items():
-        fixed[p:lf + 1] += sizes[t]
-    # ---- issue points ----
-    issue = dict(plan.issue_points)
-    for t, k in issue.items():
-        ju = sched.stage[sched.swap_bwd[t][0]]
-        if k < ju:
-            raise PlanError(f"plan.issue_points[{t}]: stage {k} is after the first backward use "
-                            f"(stage {ju}); allowed {ju}..{n - 1}")
-    missing = [t for t in sched.swap_bwd if t not in issue]
-    if missing:
-        base = fixed.copy()
-        for t, k in issue.items():
-            base[sched.stage_first_step[k]:sched.swap_bwd[t][1] + 1] += sizes[t]
-        if len(missing) == len(sched.swap_bwd):
-            issue = default_issue_points(sched, sizes, budget, base)
-        else:  # place only the copies the plan left open, around the ones it fixed
-            auto = default_issue_points(sched, sizes, budget, base)
-            issue.update({t: auto[t] for t in missing})
+    tol = time_tolerance(c)
+    fixed, issue = _issue_points(sched, plan, sizes, budget)
     acc = fixed.copy()   # accounted memory per step, pending D2H sources excluded
     for t, k in issue.items():
         acc[sched.stage_first_step[k]:sched.swap_bwd[t][1] + 1] += sizes[t]
@@ -114,7 +142,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
 
     S = [0.0] * steps
     E = [0.0] * steps
-    M = [0.0] * steps
+    ready = [0.0] * steps   # ready time of each step: reached and done waiting for memory
     fwd_s, bwd_s = c.fwd_s, c.bwd_s
     qi = 0
     prev_d2h = 0.0
@@ -128,12 +156,12 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
         for t in becomes_pending.get(s, ()):
             bisect.insort(pend, qpos[t])
             pend_bytes += sizes[t]
-        ready = t_prev
+        reached = t_prev
         # release sources whose copy has ended
-        while pend and not math.isnan(d2h_end[pend[0]]) and d2h_end[pend[0]] <= ready + _EPS:
+        while pend and not math.isnan(d2h_end[pend[0]]) and d2h_end[pend[0]] <= reached + tol:
             pend_bytes -= sizes[q[pend.pop(0)]]
         need = acc[s] + pend_bytes
-        start = ready
+        start = reached
         while need > budget + _EPS:
             if not pend or math.isnan(d2h_end[pend[0]]):
                 kind = sched.kinds[s]
@@ -144,7 +172,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
             start = max(start, d2h_end[i])
             pend_bytes -= sizes[q[i]]
             need -= sizes[q[i]]
-        M[s] = start
+        ready[s] = start
         # H2D copies this step waits for (FIFO: every earlier copy in the queue first)
         for t in sched.uses[s]:
             while t not in h2d_end:
@@ -153,9 +181,9 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
                 i = qpos[x]
                 if math.isnan(d2h_end[i]):
                     raise PlanError(f"plan.d2h_order: tensor {x} cannot be copied out before it is needed")
-                hs = max(M[sched.stage_first_step[issue[x]]], d2h_end[i], prev_h2d)
+                hs = max(ready[sched.stage_first_step[issue[x]]], d2h_end[i], prev_h2d)
                 dur = c.h2d_s[x]
-                if c.duplex_factor < 1 and _busy(d2h_starts_sorted, d2h_start, d2h_end, q, hs):
+                if c.duplex_factor < 1 and _busy(d2h_starts_sorted, d2h_end, hs, tol):
                     dur /= c.duplex_factor
                 h2d_start[x], h2d_end[x] = hs, hs + dur
                 prev_h2d = hs + dur
@@ -192,8 +220,11 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
         ev_b += (sizes[t], -sizes[t])
     tt = np.asarray(ev_t)
     bb = np.asarray(ev_b)
-    order = np.lexsort((bb, tt))
+    order = np.argsort(tt, kind="stable")
     tt, bb = tt[order], bb[order]
+    same = np.cumsum(np.diff(tt, prepend=-math.inf) > tol)   # times within tol of the previous are equal
+    order = np.lexsort((bb, same))
+    tt, bb = np.maximum.accumulate(tt[order]), bb[order]
     curve = np.cumsum(bb)
     peak = int(round(curve.max())) if curve.size else 0
 
@@ -221,10 +252,10 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
         reason="")
 
 
-def _busy(starts_sorted, d2h_start, d2h_end, q, t: float) -> bool:
+def _busy(starts_sorted, d2h_end, t: float, tol: float) -> bool:
     """Is the D2H engine copying at time ``t``? (copies are FIFO, so starts are sorted)"""
     i = bisect.bisect_right(starts_sorted, t) - 1
-    return i >= 0 and d2h_end[i] > t + _EPS
+    return i >= 0 and d2h_end[i] > t + tol
 
 
 def _infeasible(problem, plan: Plan, reason: str) -> SimResult:
@@ -233,4 +264,4 @@ def _infeasible(problem, plan: Plan, reason: str) -> SimResult:
                      reason=reason)
 
 
-__all__ = ["simulate", "default_issue_points", "Decision"]
+__all__ = ["simulate", "default_issue_points", "issue_points", "Decision"]
