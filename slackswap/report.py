@@ -238,7 +238,7 @@ def _legend_below(fig, handles, labels, ncols: int):
 
 def _save(fig, path):
     if path is not None:
-        fig.savefig(path, dpi=120)
+        fig.savefig(user_path(path), dpi=120)
     return fig
 
 

@@ -293,6 +293,8 @@ def test_table_paths_expand_the_home_folder(tmp_path, monkeypatch):
     report.to_markdown(_rows(), path="~/t.md")
     report.to_csv(_rows(), path="~/t.csv")
     assert (tmp_path / "t.md").exists() and (tmp_path / "t.csv").exists()
+    report.pareto_figure(_rows(), path="~/pareto.png")
+    assert (tmp_path / "pareto.png").stat().st_size > 0 and not (tmp_path / "~").exists()
 
 
 def test_ablation_rows_put_the_ablated_setting_innermost():
