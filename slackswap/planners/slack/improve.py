@@ -14,8 +14,8 @@ from __future__ import annotations
 import bisect
 import math
 
-from ..plan import Decision, Plan
-from ..timeline import compile_schedule, simulate
+from ...plan import Decision, Plan
+from ...timeline import compile_schedule, simulate
 
 
 def rerun_closure(graph, t: int, evicted: set[int], planning: set[int]) -> set[int]:
