@@ -71,8 +71,8 @@ def layers(a) -> None:
 def backends(a) -> None:
     """The aggregated MILP itself on each backend (HiGHS via highspy, CBC via pulp, cvxpy):
     objective of its incumbent and, where the backend reports one, its dual bound."""
-    from slackswap.planners._milp_aggregate import build
-    from slackswap.planners._milp_backends import solve
+    from slackswap.mip.aggregate import build
+    from slackswap.mip.backends import solve
 
     print("| model | backend | wall | status | aggregated MILP incumbent | dual bound | vars | constraints "
           "| binaries | nonzeros |")

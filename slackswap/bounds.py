@@ -28,7 +28,7 @@
    a fractional knapsack solved exactly by sorting (``T_s - T_j`` with ``T_j`` replaced by the end
    ``E_j = T_{j+1} + sigma_j`` of op ``j``, after which the outputs of ops ``>= j`` are copied).
 
-   **3b. Aggregated relaxation** (``slackswap/planners/_milp_aggregate.py``, every size, about a
+   **3b. Aggregated relaxation** (``slackswap/mip/aggregate.py``, every size, about a
    second on the full-size models): the same capacities at every forward *and backward* step at
    once, with one variable per decision (re-run op, RECOMPUTE, SWAP) shared by all steps, the
    recompute that can run before the first backward step (the closure of what the last op saves,
@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from .planners._milp_aggregate import bandwidth, needs
+from .mip.aggregate import bandwidth, needs
 
 
 def lower_bound(problem, lp_max_tensors: int = 12) -> tuple[float, str]:
@@ -58,8 +58,8 @@ def lower_bound(problem, lp_max_tensors: int = 12) -> tuple[float, str]:
     if cap > best:
         best, how = cap, "PCIe-capacity bound (recompute or copy out what exceeds the budget)"
     if len(problem.planning_ids) <= lp_max_tensors and math.isfinite(problem.budget_bytes):
-        from .planners._milp_backends import solve_highs
-        from .planners._milp_formulation import build
+        from .mip.backends import solve_highs
+        from .mip.formulation import build
 
         p = problem
         if problem.costs.duplex_factor < 1:
@@ -129,7 +129,7 @@ def capacity_bound(problem) -> float:
 def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None = None,
                     mip_rel_gap: float = 1e-6, node_limit: int | None = None):
     """Least extra time (seconds over the ideal step) of the aggregated relaxation
-    (``slackswap/planners/_milp_aggregate.py``), solved by HiGHS (``scipy.optimize.milp``): its LP
+    (``slackswap/mip/aggregate.py``), solved by HiGHS (``scipy.optimize.milp``): its LP
     optimum, or with ``integral`` the dual bound of the MILP reached after ``node_limit``
     branch-and-bound nodes (a work limit: the same result on any machine) or ``time_limit_s``
     seconds, whichever comes first. Returns ``(seconds, Aggregate or None, scipy result or
@@ -139,7 +139,7 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp
 
-    from .planners._milp_aggregate import build
+    from .mip.aggregate import build
 
     agg = build(problem, integral=integral)
     if agg is None:

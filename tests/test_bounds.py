@@ -98,7 +98,7 @@ def test_bound_below_every_heuristic_on_the_published_rows(model, proven):
 
 
 def test_aggregate_model_is_named_and_can_be_written(tmp_path):
-    from slackswap.planners._milp_aggregate import build
+    from slackswap.mip.aggregate import build
 
     p = Problem.build("tiny", "a100-80gb", 0.5, layers=1)
     agg = build(p, integral=True)

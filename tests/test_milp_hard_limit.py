@@ -11,10 +11,9 @@ import pytest
 from test_milp import CASES, _case
 
 from slackswap import Problem, Status, planners, simulate
-from slackswap.planners import _highs_process as highs_process
-from slackswap.planners import _milp_backends as backends
-from slackswap.planners._milp_backends import solve_highs
-from slackswap.planners._milp_model import Model
+from slackswap.mip import backends, highs_process
+from slackswap.mip.backends import solve_highs
+from slackswap.mip.model import Model
 
 
 def _no_child_left():

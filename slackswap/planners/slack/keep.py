@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 
-from ._slack_improve import rerun_closure
+from .improve import rerun_closure
 
 
 class _State:

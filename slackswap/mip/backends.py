@@ -138,7 +138,7 @@ def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
     opts = {"time_limit_s": time_limit_s, "mip_rel_gap": mip_rel_gap, "threads": threads,
             "seed": seed, "relax": relax, "presolve": presolve}
     if iso:
-        from ._highs_process import solve_isolated
+        from .highs_process import solve_isolated
 
         return solve_isolated(model, opts, deadline)
     h = _highs(_flat(model))

@@ -1,7 +1,7 @@
 """A tiny backend-neutral MILP model: named variables, named linear constraints, an objective.
 
-The MILP planner (``milp.py``, docs/milp.md) writes its formulation once against this class; the
-backends in ``_milp_backends.py`` (HiGHS, pulp-CBC, cvxpy) translate it. Variables are columns
+The MILP planner (``slackswap/planners/milp/``, docs/milp.md) writes its formulation once against this class; the
+backends in ``backends.py`` (HiGHS, pulp-CBC, cvxpy) translate it. Variables are columns
 with bounds and an integrality flag; a constraint is ``lo <= sum_i a_i x_i <= hi``; the objective
 is minimised.
 
@@ -118,7 +118,7 @@ class Model:
         self._write(str(path))
 
     def _write(self, path: str) -> None:
-        from ._milp_backends import solve_cbc
+        from .backends import solve_cbc
 
         solve_cbc(self, time_limit_s="write-only", write=path)
 

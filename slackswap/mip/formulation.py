@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ._milp_model import Model
+from .model import Model
 
 
 class BuildTimeout(Exception):
@@ -300,4 +300,4 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
     return Built(m, keep, swap, rec, issue, tau, start[opt_pos], narrowed)
 
 
-from ._milp_model import _memory  # noqa: E402
+from .model import _memory  # noqa: E402

@@ -1,6 +1,6 @@
 """The aggregated relaxation: a small model whose optimum is a certified lower bound for any size.
 
-The exact formulation (``_milp_formulation.py``) follows every potential step and copy; it is
+The exact formulation (``formulation.py``) follows every potential step and copy; it is
 exact but grows with tensors x steps and with the recompute trees, so it stops at a few dozen
 planning tensors. This model keeps one variable per decision and per op, and replaces the
 timeline by **capacities**: what the D2H engine can have copied out by a given time, what the
@@ -60,7 +60,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._milp_model import Model
+from .model import Model
 
 
 @dataclass

@@ -56,12 +56,12 @@ import heapq
 import math
 import time
 
-from ..errors import SlackSwapError
-from ..plan import Decision
-from ..timeline.simulate import time_tolerance
-from ._slack_improve import Fifo, Judge, issue_points, local_search, recompute_fit, rerun_closure
-from ._slack_keep import keep_greedy
-from .base import Tags, int_param, make_plan, register
+from ...errors import SlackSwapError
+from ...plan import Decision
+from ...timeline.simulate import time_tolerance
+from ..base import Tags, int_param, make_plan, register
+from .improve import Fifo, Judge, issue_points, local_search, recompute_fit, rerun_closure
+from .keep import keep_greedy
 
 ORDERS = ("rebuild_per_byte", "size", "position")
 MODES = ("hybrid", "swap_only", "recompute_only")

@@ -1,6 +1,6 @@
 """Exact MILP planner: keep / swap / recompute and prefetch issue points (docs/milp.md).
 
-One formulation (``_milp_formulation.build``) of the timeline contract (docs/timeline.md) as a
+One formulation (``slackswap.mip.formulation.build``) of the timeline contract (docs/timeline.md) as a
 max-plus system with big-M switches, written once against a backend-neutral model and solved by
 HiGHS (default), pulp-CBC or cvxpy. For the plan it returns, the objective equals
 ``simulate(problem, plan).step_time_s`` when ``costs.duplex_factor == 1`` (see docs/milp.md for
@@ -16,11 +16,11 @@ from __future__ import annotations
 import math
 import time
 
-from ..errors import SlackSwapError
-from ..plan import Decision, Plan, SolveInfo, Status, validate
-from ..timeline import simulate
-from ._milp_backends import BACKENDS, solve
-from .base import Tags, available, get, int_param, register
+from ...errors import SlackSwapError
+from ...mip.backends import BACKENDS, solve
+from ...plan import Decision, Plan, SolveInfo, Status, validate
+from ...timeline import simulate
+from ..base import Tags, available, get, int_param, register
 
 _REL = 1e-6
 _PRESOLVE_MAX_NNZ = 50_000
@@ -43,7 +43,7 @@ class MilpPlanner:
 
     Problems with more than ``max_exact_tensors`` planning tensors are beyond the exact formulation
     (it grows exponentially along residual streams, docs/milp.md section 7): the planner then solves
-    the aggregated relaxation (``_milp_aggregate.py``; its LP, then its MILP for
+    the aggregated relaxation (``slackswap.mip.aggregate``; its LP, then its MILP for
     ``aggregate_nodes`` branch-and-bound nodes, a work limit, with ``aggregate_time_s`` seconds as
     a safety cap), returns the better of the warm start and the aggregated MILP's decisions as
     judged by the simulator, with the certified lower bound and the proven gap between them:
@@ -92,7 +92,7 @@ class MilpPlanner:
 
     def build(self, problem, deadline: float | None = None):
         """The built model (``.model`` has ``to_lp(path)`` / ``to_mps(path)``)."""
-        from ._milp_formulation import build
+        from ...mip.formulation import build
 
         return build(problem, self.allow_swap, self.allow_recompute, self.max_tree_nodes, deadline=deadline)
 
@@ -100,7 +100,7 @@ class MilpPlanner:
         """Build, solve and check; the whole call honours ``time_limit_s`` (docs/milp.md, section 5):
         the solver gets what is left after the build minus a reserve for the post-processing, and a
         build that outlives the limit returns the warm start with status TIME_LIMIT."""
-        from ._milp_formulation import BuildTimeout
+        from ...mip.formulation import BuildTimeout
 
         t0 = time.perf_counter()
         self._check()
@@ -222,7 +222,7 @@ class MilpPlanner:
         decisions, judged by the simulator, with the certified bound of the aggregated relaxation
         (its LP, then its MILP dual bound after ``aggregate_nodes`` branch-and-bound nodes) and the
         proven gap. INFEASIBLE only when the relaxation is infeasible (then no plan fits)."""
-        from ..bounds import aggregate_bound, lower_bound
+        from ...bounds import aggregate_bound, lower_bound
 
         n = len(problem.planning_ids)
         bound, how = lower_bound(problem, lp_max_tensors=0)
@@ -312,7 +312,7 @@ class MilpPlanner:
 
     def _polish(self, built, xval, deadline=None) -> float | None:
         """Fix the integer columns and re-solve the LP: the tight (max-plus) times of the plan."""
-        from ._milp_backends import solve_highs
+        from ...mip.backends import solve_highs
 
         m = built.model
         saved = (list(m.lb), list(m.ub), list(m.integer))
@@ -382,7 +382,7 @@ def _decisions(problem, x, swap: dict, rec: dict) -> dict:
 def _certified(problem, bound):
     """The larger of the solver's bound and the certified capacity bound (``slackswap.bounds``): a
     stopped solve still reports a proven gap."""
-    from ..bounds import capacity_bound
+    from ...bounds import capacity_bound
 
     cap = capacity_bound(problem)
     return cap if bound is None else max(bound, cap)

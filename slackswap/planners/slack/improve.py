@@ -14,9 +14,9 @@ from __future__ import annotations
 import bisect
 import math
 
-from ..plan import Decision, Plan
-from ..timeline import compile_schedule, simulate
-from ..timeline.simulate import time_tolerance
+from ...plan import Decision, Plan
+from ...timeline import compile_schedule, simulate
+from ...timeline.simulate import time_tolerance
 
 
 def rerun_closure(graph, t: int, evicted: set[int], planning: set[int]) -> set[int]:

@@ -1,7 +1,7 @@
 """HiGHS in a child process with a hard stop at the time limit (``solve_highs``, docs/milp.md 9).
 
 HiGHS 1.16 does not check ``time_limit`` everywhere in MIP presolve and ``cancelSolve()`` does not
-stop it, so ``_milp_backends.solve_highs`` runs a limited MIP solve here: a "spawn" child (forking
+stop it, so ``backends.solve_highs`` runs a limited MIP solve here: a "spawn" child (forking
 a process whose HiGHS thread pool runs can deadlock) receives the flattened model, solves it with
 a slightly smaller limit and sends the result back; the parent kills it at the limit.
 """
@@ -12,7 +12,7 @@ import contextlib
 
 import numpy as np
 
-from ._milp_backends import Result, _flat, _highs, _left, _run
+from .backends import Result, _flat, _highs, _left, _run
 
 _GRACE_S, _GRACE_REL = 1.0, 0.05   # HiGHS' own limit: this much before the hard stop (see _soft)
 
