@@ -74,8 +74,9 @@ class _Op:
 
 
 def assemble(rec, *, inputs, excluded, start_seq):
-    """Ops (``_Op``) and tensors (``(name, bytes, producer, kind)``), the pack order and the
-    backward totals no op could be charged with: ``(ops, tensors, pack_order, unattributed)``.
+    """Ops (``_Op``) and tensors (``(name, bytes, producer, kind)``), the pack order (tensor and
+    op of every pack call) and the backward totals no op could be charged with:
+    ``(ops, tensors, (pack_order, pack_op), unattributed)``.
 
     ``inputs``: ``[(storage key, name, bytes)]`` of the step inputs; ``excluded``: storage keys of
     parameters and buffers.
@@ -155,24 +156,25 @@ def assemble(rec, *, inputs, excluded, start_seq):
     first_call: dict[int, int] = {}
     for ci, c in enumerate(calls):
         first_call.setdefault(c.seq, ci)
-    pack_order = []
+    pack_order, pack_op = [], []
     for tid, seq in pending:
         produced = tid is not None and tensors[tid][2] is not None
         pack_order.append(tid if produced else -1)
         ci = first_call.get(seq)
         oid = owner[ci] if ci is not None else None
         if not produced:
+            pack_op.append(-1 if oid is None else oid)
             continue
         if oid is None:
             oid = tensors[tid][2]
-        op = ops[oid]
-        if tid not in op.inputs and tid not in op.outputs:
+        if tid not in ops[oid].inputs and tid not in ops[oid].outputs:
             if tensors[tid][2] < oid:
-                op.inputs.append(tid)
+                ops[oid].inputs.append(tid)
             else:                      # cannot be read before it exists: charge its producer
-                op = ops[tensors[tid][2]]
-        if tid not in op.saves:
-            op.saves.append(tid)
+                oid = tensors[tid][2]
+        pack_op.append(oid)
+        if tid not in ops[oid].saves:
+            ops[oid].saves.append(tid)
     unattributed = [0.0, 0.0, 0.0]
     for seq, flops, nb, dt in rec.bwd:
         ci = first_call.get(seq + 1) if seq is not None else None
@@ -185,4 +187,4 @@ def assemble(rec, *, inputs, excluded, start_seq):
         ops[oid].bwd_flops += flops
         ops[oid].bwd_bytes += nb
         ops[oid].bwd_s += dt
-    return ops, tensors, pack_order, tuple(unattributed)
+    return ops, tensors, (pack_order, pack_op), tuple(unattributed)

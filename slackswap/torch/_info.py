@@ -17,6 +17,9 @@ class TraceInfo:
       during the traced forward (+ loss), or -1 when it packed a parameter, a buffer, a step input
       or another tensor outside planning. Running the same model on inputs of the same shapes
       fires the pack hook in the same order.
+    * ``pack_op[k]``: the graph op whose backward needs what the k-th pack call packed (the op
+      its ``Op.saves`` lists it under; for a parameter or step input, the op that saved it), or
+      -1 when no op could be named.
     * ``op_signature[i]``: the aten op (``"aten.mm.default"``) that opens graph op ``i``.
     * ``aten_ops``: every aten op dispatched in the forward (+ loss), in order, folded ones too.
     * ``op_times_s``: measured ``(fwd, bwd)`` seconds per graph op (cpu/cuda traces), else None.
@@ -29,6 +32,7 @@ class TraceInfo:
     pack_order: tuple[int, ...]
     op_signature: tuple[str, ...]
     op_times_s: tuple[tuple[float, float], ...] | None = None
+    pack_op: tuple[int, ...] = ()
     name: str = ""
     dtype: str = "fp32"
     batch: int | None = None

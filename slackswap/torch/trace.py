@@ -192,7 +192,8 @@ def _graph(model, rec, ops_, tensors_, pack_order, unattributed, *, layer_of, na
     first = next(iter(inputs.values()) if isinstance(inputs, Mapping) else iter(inputs), None)
     shape = tuple(first.shape) if isinstance(first, torch.Tensor) else ()
     info = TraceInfo(
-        model_name=type(model).__name__, device=device, pack_order=tuple(pack_order),
+        model_name=type(model).__name__, device=device, pack_order=tuple(pack_order[0]),
+        pack_op=tuple(pack_order[1]),
         op_signature=tuple(o.sig for o in ops_),
         op_times_s=None if device == "meta" else tuple((o.fwd_s, o.bwd_s) for o in ops_),
         name=name or type(model).__name__, dtype=_DTYPES.get(dtype, "fp32"),
