@@ -26,7 +26,8 @@ from ..graph import Graph
 from .trace import DEVICES, trace
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-OVERRIDES = ("batch", "seq", "dtype", "device", "kernels", "name")
+OVERRIDES = ("batch", "seq", "max_positions", "attention", "dtype", "device", "kernels", "name")
+ATTENTIONS = {"flash": "sdpa", "eager": "eager"}
 
 
 def hf_dir() -> Path:
@@ -60,14 +61,18 @@ def load_config(name_or_path: str | Path) -> tuple[dict, str]:
     return cfg, name
 
 
-def build_model(cfg: dict, *, device: str = "meta", dtype: str = "bf16") -> torch.nn.Module:
-    """The model class named by ``cfg["architectures"][0]`` with random weights on ``device``."""
+def build_model(cfg: dict, *, device: str = "meta", dtype: str = "bf16",
+                attention: str = "flash") -> torch.nn.Module:
+    """The model class named by ``cfg["architectures"][0]`` with random weights on ``device``;
+    ``attention``: ``"flash"`` (HF's ``sdpa``) or ``"eager"`` (HF's own softmax attention)."""
     import transformers
 
     if dtype not in DTYPES:
         raise ConfigError(f"dtype: must be one of {', '.join(DTYPES)}; got {dtype!r}")
     if device not in DEVICES:
         raise ConfigError(f"device: must be one of {', '.join(DEVICES)}; got {device!r}")
+    if attention not in ATTENTIONS:
+        raise ConfigError(f"attention: must be one of {', '.join(ATTENTIONS)}; got {attention!r}")
     cfg = dict(cfg)
     arch = (cfg.pop("architectures", None) or [None])[0]
     cls = getattr(transformers, arch, None) if isinstance(arch, str) else None
@@ -75,7 +80,7 @@ def build_model(cfg: dict, *, device: str = "meta", dtype: str = "bf16") -> torc
         raise ConfigError(f"architectures: must name a transformers model class (e.g. "
                           f"GPT2LMHeadModel); got {arch!r}")
     config = transformers.AutoConfig.for_model(cfg.pop("model_type"), **cfg)
-    config._attn_implementation = "sdpa"
+    config._attn_implementation = ATTENTIONS[attention]
     with torch.device(device):
         model = cls(config)
     return model.to(DTYPES[dtype])
@@ -116,14 +121,20 @@ def build_graph(name_or_path: str | Path, **overrides) -> Graph:
     """Trace the HF model ``name_or_path`` (a shipped name or a config.json path).
 
     ``overrides``: ``batch``, ``seq`` (default: the preset of the same name, else 1 and the
-    longest supported sequence), ``dtype`` (bf16), ``device`` (meta), ``kernels`` (see
-    ``trace``), ``name`` (default ``"hf:<name>"``). Traces are cached in-process.
+    longest supported sequence), ``max_positions`` (sets the config's position count),
+    ``attention`` (``"flash"``: HF sdpa, default; ``"eager"``), ``dtype`` (bf16), ``device``
+    (meta), ``kernels`` (see ``trace``), ``name`` (default ``"hf:<name>"``). Traces are cached
+    in-process.
     """
     for k in overrides:
         if k not in OVERRIDES:
             raise ConfigError(f"{k}: not an option of a traced HF model; allowed: "
                               f"{', '.join(OVERRIDES)}")
     cfg, name = load_config(name_or_path)
+    if "max_positions" in overrides:
+        keys = [k for k in ("max_position_embeddings", "n_positions", "n_ctx") if k in cfg]
+        for k in keys or ["max_position_embeddings"]:
+            cfg[k] = overrides["max_positions"]
     shape = _preset_shape(name)
     batch = overrides.get("batch", shape[0] if shape else 1)
     seq = overrides.get("seq", shape[1] if shape else _max_positions(cfg))
@@ -131,19 +142,20 @@ def build_graph(name_or_path: str | Path, **overrides) -> Graph:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ConfigError(f"{k}: must be a positive int, got {v!r}")
     key = json.dumps(cfg, sort_keys=True)
-    return _cached(key, name, batch, seq, overrides.get("dtype", "bf16"),
+    return _cached(key, name, batch, seq, overrides.get("attention", "flash"),
+                   overrides.get("dtype", "bf16"),
                    overrides.get("device", "meta"), overrides.get("kernels", "auto"),
                    overrides.get("name") or f"hf:{name}")
 
 
 @lru_cache(maxsize=16)
-def _cached(key, name, batch, seq, dtype, device, kernels, gname) -> Graph:
+def _cached(key, name, batch, seq, attention, dtype, device, kernels, gname) -> Graph:
     from transformers.utils import logging as hf_logging
 
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # "loss_type=None ..." and similar notes on random models
     try:
-        model = build_model(json.loads(key), device=device, dtype=dtype)
+        model = build_model(json.loads(key), device=device, dtype=dtype, attention=attention)
         g = trace(model, example_inputs(model, batch, seq, device), device=device, name=gname,
                   kernels=kernels)
     finally:
