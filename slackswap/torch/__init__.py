@@ -8,6 +8,7 @@ forward + loss + backward and returns a ``Graph`` whose ``spec`` is a ``TraceInf
 from __future__ import annotations
 
 from ._info import TraceInfo
+from .measured import measured_costs
 
 try:
     from .trace import block_layers, trace
@@ -24,4 +25,4 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without 
 
     block_layers = trace
 
-__all__ = ["TraceInfo", "block_layers", "trace"]
+__all__ = ["TraceInfo", "block_layers", "measured_costs", "trace"]

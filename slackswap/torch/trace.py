@@ -172,15 +172,19 @@ def trace(model: torch.nn.Module, example_inputs, loss_fn=None, *, device: str =
 def _graph(model, rec, ops_, tensors_, pack_order, unattributed, *, layer_of, name, device,
            kernels, n_params, inputs, t_start) -> Graph:
     names: dict[str, int] = {}
+    classes = {n: type(m).__name__.lower() for n, m in model.named_modules()}
     ops = []
     for i, o in enumerate(ops_):
+        kind = op_kind(o.atens)
+        if kind == "elementwise" and "norm" in classes.get(o.module, ""):
+            kind = "norm"  # an unfused norm (HF's RMSNorm: pow, mean, rsqrt, mul)
         base = f"{o.module or 'model'}:{o.atens[0]}"
         k = names.get(base, 0)
         names[base] = k + 1
         nm = base if k == 0 else f"{base}#{k}"
         for j, t in enumerate(o.outputs):
             tensors_[t][0] = nm if len(o.outputs) == 1 else f"{nm}.out{j}"
-        ops.append(Op(i, nm, layer_of(o.module), op_kind(o.atens), fwd_flops=o.flops,
+        ops.append(Op(i, nm, layer_of(o.module), kind, fwd_flops=o.flops,
                       fwd_bytes=o.bytes, bwd_flops=o.bwd_flops, bwd_bytes=o.bwd_bytes,
                       inputs=tuple(dict.fromkeys(o.inputs)), outputs=tuple(o.outputs),
                       saves=tuple(o.saves)))
