@@ -1,0 +1,81 @@
+"""Full-size HF presets traced on meta, held against the analytical presets; the CLI, sweeps and
+bounds on traced graphs."""
+
+import pytest
+
+from slackswap import bounds, cli, experiments, models
+from slackswap.errors import ConfigError, UnknownNameError
+from slackswap.torch import hf
+
+PRESETS = ["bert-large", "gpt2-xl", "llama-7b"]
+COMPUTE = ("matmul", "attention")
+
+
+def _flops(g, which):
+    return sum(getattr(op, which) for op in g.ops if op.kind in COMPUTE)
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_preset_traces_fast_and_match_params_and_flops(name):
+    t = models.build(f"hf:{name}")
+    a = models.build(name)
+    assert t.spec.device == "meta" and t.spec.trace_s < 30
+    assert (t.spec.batch, t.spec.seq) == (a.spec.batch, a.spec.seq)
+    # BertForPreTraining has the 2-way next-sentence classifier the analytical preset leaves out
+    extra = 2 * a.spec.hidden + 2 if name == "bert-large" else 0
+    assert t.spec.params == a.spec.param_count() + extra
+    assert _flops(t, "fwd_flops") == _flops(a, "fwd_flops")
+    assert _flops(t, "bwd_flops") == _flops(a, "bwd_flops")
+    assert t.spec.unattributed_bwd_flops == 0
+    assert t.layers == list(range(a.spec.layers))
+
+
+def test_bert_large_saved_bytes_match_the_analytical_preset():
+    # flash attention's RNG seed and offset (24 bytes per block) and the next-sentence loss
+    t, a = models.build("hf:bert-large"), models.build("bert-large")
+    assert t.saved_bytes() - a.saved_bytes() == 24 * 24 + 132
+
+
+def test_hf_names_and_overrides():
+    assert {"bert-large", "gpt2-xl", "llama-7b", "tiny-gpt2"} <= set(hf.available())
+    g = models.build("hf:tiny-llama", batch=3, seq=16, dtype="fp32")
+    assert (g.spec.batch, g.spec.seq, g.spec.dtype) == (3, 16, "fp32")
+    assert models.build("hf:tiny-llama", batch=3, seq=16, dtype="fp32") is g  # cached
+    with pytest.raises(ConfigError, match="tensor_parallel: not an option .* allowed: batch"):
+        models.build("hf:tiny-gpt2", tensor_parallel=2)
+    with pytest.raises(UnknownNameError, match="nosuch"):
+        models.build("hf:nosuch")
+    with pytest.raises(ConfigError, match="attention: must be one of flash, eager"):
+        models.build("hf:tiny-gpt2", attention="ring")
+
+
+def test_hf_config_path(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text((hf.hf_dir() / "tiny-bert.json").read_text())
+    g = models.build(f"hf:{p}", seq=32, batch=2)
+    assert g.name == f"hf:{tmp_path.name}" and g.spec.model_name == "BertForPreTraining"
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"model_type": "gpt2", "architectures": ["NoSuchModel"]}')
+    with pytest.raises(ConfigError, match="architectures"):
+        models.build(f"hf:{bad}", seq=8)
+
+
+def test_cli_plans_a_traced_preset(capsys):
+    assert cli.main(["plan", "--model", "hf:gpt2-xl", "--budget", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "Problem hf:gpt2-xl" in out and "simulated step" in out and "(fits)" in out
+    assert cli.main(["graph", "hf:tiny-gpt2", "--seq", "32"]) == 0
+    assert "seq 32, batch 1, flash attention" in capsys.readouterr().out
+
+
+def test_sweep_and_bound_on_traced_graphs():
+    df = experiments.sweep(["hf:tiny-gpt2"], "a100-80gb", [0.6, 0.8], ["slack", "chen-greedy"],
+                           workers=1, progress=False)
+    assert len(df) == 4 and df["model"].eq("hf:tiny-gpt2").all()
+    slack = df[df["planner"] == "slack"]
+    assert slack["fits"].all()
+    assert (slack["step_time_s"] >= slack["lower_bound_s"] * (1 - 1e-9)).all()
+    from slackswap.problem import Problem
+
+    pr = Problem.build("hf:tiny-gpt2", "a100-80gb", budget=0.5)
+    assert bounds.lower_bound(pr)[0] >= pr.ideal_step_s
