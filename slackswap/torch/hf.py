@@ -137,7 +137,7 @@ def build_graph(name_or_path: str | Path, **overrides) -> Graph:
             cfg[k] = overrides["max_positions"]
     shape = _preset_shape(name)
     batch = overrides.get("batch", shape[0] if shape else 1)
-    seq = overrides.get("seq", shape[1] if shape else _max_positions(cfg))
+    seq = overrides["seq"] if "seq" in overrides else shape[1] if shape else _max_positions(cfg)
     for k, v in (("batch", batch), ("seq", seq)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ConfigError(f"{k}: must be a positive int, got {v!r}")
