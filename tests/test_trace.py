@@ -213,3 +213,27 @@ def test_measured_costs_needs_times():
     with pytest.raises(ConfigError, match="no measured op times"):
         measured_costs(g)
     assert math.isinf(Problem.build(g, "a100-80gb", budget=None).budget_bytes)
+
+
+def test_aten_ops_are_those_of_a_plain_run():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    cfg, _ = hf.load_config("tiny-gpt2")
+    model = hf.build_model(cfg, device="cpu", dtype="fp32")
+    inputs = hf.example_inputs(model, 2, 16, "cpu")
+    model.train()
+    # as a runtime applying a plan runs it: under saved-tensor hooks (without hooks autograd
+    # dispatches a detach for some saved outputs)
+    with Log() as log, torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        assert model(**inputs).loss.requires_grad
+    g = trace(model, inputs, device="cpu")
+    assert list(g.spec.aten_ops) == log.ops

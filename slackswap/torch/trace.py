@@ -130,7 +130,7 @@ def trace(model: torch.nn.Module, example_inputs, loss_fn=None, *, device: str =
 
     def pack(t):
         rec.packs.append((len(rec.calls), torch._C._autograd._get_sequence_nr(), storage_key(t)))
-        rec.keep.append(t)
+        rec.keep.append(t.untyped_storage())
         return t
 
     handles = module_hooks(model, stack)
