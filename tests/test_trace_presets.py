@@ -1,6 +1,7 @@
 """Full-size HF presets traced on meta, held against the analytical presets; the CLI, sweeps and
 bounds on traced graphs."""
 
+import pandas as pd
 import pytest
 
 from slackswap import bounds, cli, experiments, models
@@ -79,3 +80,16 @@ def test_sweep_and_bound_on_traced_graphs():
 
     pr = Problem.build("hf:tiny-gpt2", "a100-80gb", budget=0.5)
     assert bounds.lower_bound(pr)[0] >= pr.ideal_step_s
+
+
+def test_reproduce_on_traced_graphs(capsys, tmp_path):
+    rc = cli.main(["reproduce", "--graphs", "traced", "--models", "tiny", "--budget", "0.9",
+                   "--planners", "slack", "--workers", "1", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "Throughput ratio" in out
+    assert err.strip().splitlines()[0].startswith("[1/1] hf:tiny slack")
+    runs = pd.read_csv(tmp_path / "runs.csv")
+    assert runs["model"].tolist() == ["tiny"] and runs["fits"].tolist() == [True]
+    # the traced graph of the tiny preset, at the preset's batch and sequence length
+    g = models.build("hf:tiny")
+    assert (g.spec.batch, g.spec.seq, g.spec.params) == (2, 16, models.load("tiny").param_count())
