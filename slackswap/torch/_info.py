@@ -52,6 +52,11 @@ class TraceInfo:
         return "traced"
 
     @property
+    def implementation(self) -> str:
+        """What the backward keeps: recorded from the run, not modelled (``"traced"``)."""
+        return "traced"
+
+    @property
     def attention(self) -> str:
         """``"flash"`` / ``"fused"`` (another SDPA kernel) / ``"eager"`` (softmax over the
         materialized scores) / ``"none"``, read from the traced aten ops."""
