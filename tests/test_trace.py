@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from slackswap import bounds, planners
+from slackswap import bounds, planners, profile
 from slackswap.errors import ConfigError
 from slackswap.graph import Graph
 from slackswap.plan import Decision, Plan
@@ -134,7 +134,7 @@ class SmallCNN(torch.nn.Module):
                                  torch.nn.GELU(), torch.nn.Linear(64, 1)), (16, 32)),
     (SmallCNN, (4, 3, 16, 16)),
 ])
-def test_models_without_blocks_trace_and_plan(make, shape):
+def test_models_without_blocks_trace_and_plan(make, shape, tmp_path):
     model = make()
     x = torch.randn(*shape)
     loss_fn = lambda out, *_: out.pow(2).mean()  # noqa: E731
@@ -155,6 +155,10 @@ def test_models_without_blocks_trace_and_plan(make, shape):
     cm = measured_costs(g)
     pm = Problem(g, cm)
     assert pm.ideal_step_s == pytest.approx(sum(f + b for f, b in g.spec.op_times_s))
+    # ... in the profile format of docs/profile.md, read back without the tracer
+    g2, cm2 = profile.load(profile.save(tmp_path / "step.json", g, cm))
+    assert len(g2.ops) == len(g.ops) and g2.saved_bytes() == g.saved_bytes()
+    assert cm2.fwd_s == pytest.approx(cm.fwd_s) and cm2.bwd_s == pytest.approx(cm.bwd_s)
 
 
 def test_cnn_inplace_relu_is_fused_into_its_producer():
