@@ -183,6 +183,8 @@ def test_bad_arguments_name_the_field():
         trace(m, torch.randn(1, 2))
     with pytest.raises(ConfigError, match="kernels"):
         trace(m, (torch.randn(1, 2),), kernels="triton")
+    with pytest.raises(ConfigError, match="device: the model lives on meta"):
+        trace(torch.nn.Linear(2, 2, device="meta"), (torch.randn(1, 2),), device="cpu")
     with pytest.raises(ConfigError, match="loss_fn"):
         trace(m, (torch.randn(1, 2),), lambda out, *_: out, device="cpu")
 

@@ -111,6 +111,9 @@ def trace(model: torch.nn.Module, example_inputs, loss_fn=None, *, device: str =
     dev = torch.device(device)
     params = list(model.parameters())
     if any(p.device.type != dev.type for p in params):
+        if dev.type != "meta" and any(p.is_meta for p in params):
+            raise ConfigError(f"device: the model lives on meta (no values); build it on "
+                              f"{device} to trace it there")
         model = copy.deepcopy(model).to(dev)
         params = list(model.parameters())
     inputs = _move(example_inputs, dev)
