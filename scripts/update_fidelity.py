@@ -232,6 +232,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rows, sections, times = [], [], {}
     have_hf = False
+    models.build("hf:tiny")  # warm-up: imports and first-call costs out of the timings
     for name in NAMES:
         a = models.build(name)
         h = analytical_hf(name)
@@ -265,7 +266,10 @@ def main(argv=None) -> int:
             "Command: `slackswap reproduce --graphs traced --planners slack` beside `slackswap "
             f"reproduce --planners slack` ({HW}, budget 50% of each graph's own keep-all peak; "
             f"{dt:.0f} s for both here). Throughput ratio of the `slack` plan:", "", table, ""])
-    hf_note = ("" if have_hf else
+    hf_note = ("Rows \"analytical\" are the presets' default (`implementation=\"fused\"`, the "
+               "accounting of fused kernels); rows \"analytical hf\" are "
+               "`models.build(name, implementation=\"hf\")`, the analytical model of what "
+               "HuggingFace `transformers` saves (docs/models.md).\n\n" if have_hf else
                "The analytical `implementation=\"hf\"` setting (the HF-matching variant of the "
                "analytical models) is not in this build; once it is, rerunning this script adds "
                "its rows and differences.\n\n")
@@ -279,8 +283,8 @@ The analytical graphs (`slackswap.models`, docs/models.md) are held against the 
 train: the HuggingFace `transformers` model of each preset, built from the config in `data/hf/`
 with random weights and traced on `meta` (docs/trace.md: one forward + loss + backward, every aten
 op, every saved tensor deduplicated by storage; flash attention and `native_dropout` as on a
-GPU), at the preset's batch and sequence length, bf16. Trace times on the 2-core CI machine
-(2026-11-30, in-process after imports): {trace_times}.
+GPU), at the preset's batch and sequence length, bf16. Build + trace times on the 2-core CI
+machine (2026-11-30, in-process, after a warm-up trace of `hf:tiny`): {trace_times}.
 
 {hf_note}## Side by side
 
