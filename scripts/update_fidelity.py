@@ -110,10 +110,28 @@ def align(traced, analytical):
         if tag == "equal":
             near += [(t, a) for t, a in zip(traced[i1:i2], analytical[j1:j2], strict=True)
                      if t[1] != a[1]]
+        else:  # within a differing stretch, tensors of equal size in another order still pair
+            rest = list(analytical[j1:j2])
+            for x in traced[i1:i2]:
+                j = next((k for k, y in enumerate(rest) if round(y[1] / 1024) == round(x[1] / 1024)),
+                         None)
+                if j is None:
+                    only_t.append(x)
+                else:
+                    y = rest.pop(j)
+                    if x[1] != y[1]:
+                        near.append((x, y))
+            only_a += rest
+    left = []
+    for x in only_t:  # equal sizes left over in other stretches (another order) pair too
+        j = next((k for k, y in enumerate(only_a) if round(y[1] / 1024) == round(x[1] / 1024)), None)
+        if j is None:
+            left.append(x)
         else:
-            only_t += traced[i1:i2]
-            only_a += analytical[j1:j2]
-    return near, only_t, only_a
+            y = only_a.pop(j)
+            if x[1] != y[1]:
+                near.append((x, y))
+    return near, left, only_a
 
 
 def _fmt_items(items) -> str:
@@ -148,8 +166,9 @@ def difference_section(name, a, t, which: str) -> str:
 
 CAUSES = """\
 The lists come from aligning the saved tensors of both graphs in forward order by size (1 KiB
-grain, `difflib`; LayerNorm's mean and rstd, two fp32 tensors in the trace, count as one like the
-analytical `stats` tensor). What does not align is a real difference; where one side stores as
+grain, `difflib`; tensors of equal size left over pair in any order;
+LayerNorm's mean and rstd, two fp32 tensors in the trace, count as one like the analytical `stats`
+tensor). What does not align is a real difference; where one side stores as
 one tensor what the other stores as several (the analytical `qkv` output vs BERT's three
 projections), both sides list them, equal in total. The causes:
 
