@@ -293,10 +293,11 @@ def main(argv=None) -> int:
             + f" ({HW}, budget 50% of each graph's own keep-all peak; {dt:.0f} s for all here). "
             "Throughput ratio of the `slack` plan:", "", table, "",
             "Saved bytes and keep-all peaks of the `analytical hf` and traced graphs agree (above), "
-            "their costs do not: the traced graph costs every aten op on the roofline (its `ideal "
-            "step ms` is longer: elementwise ops the analytical graph counts as one op each move "
-            "their own inputs and outputs through HBM), and its finer ops give the planner other "
-            "recompute choices; hence different ratios at the same memory.", ""])
+            "their costs do not: the traced graph costs every aten op on the roofline from its "
+            "own FLOPs and bytes (the `ideal step ms` column: for GPT-2 and Llama the elementwise "
+            "ops that the analytical graph counts as one op each move their own inputs and "
+            "outputs through HBM), and its finer ops give the planner other recompute choices; "
+            "hence different ratios at the same memory.", ""])
     hf_note = ("Rows \"analytical\" are the presets' default (`implementation=\"fused\"`, the "
                "accounting of fused kernels); rows \"analytical hf\" are "
                "`models.build(name, implementation=\"hf\")`, the analytical model of what "
