@@ -316,8 +316,8 @@ train: the HuggingFace `transformers` model of each preset, built from the confi
 with random weights and traced on `meta` (docs/trace.md: one forward + loss + backward, every aten
 op, every saved tensor deduplicated by storage; flash attention and `native_dropout` as on a
 GPU), at the preset's batch and sequence length, bf16. Build + trace times on the 2-core CI
-machine (2026-11-30, in-process, after a warm-up trace of `hf:tiny`; shared with other jobs,
-so they vary by about 2x from run to run): {trace_times}.
+machine (2026-11-30, in-process, after a warm-up trace of `hf:tiny`; they vary by about 2x
+between runs): {trace_times}.
 
 {hf_note}## Side by side
 
