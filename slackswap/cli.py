@@ -402,6 +402,9 @@ def _reproduce_args(p):
     p.add_argument("--time-limit", type=float, default=120.0, help="MILP time limit per problem, seconds")
     p.add_argument("--workers", type=_positive_int, default=2, help="processes (default 2)")
     p.add_argument("--out", help="directory for runs.csv, published.csv/.md, gaps.csv/.md")
+    p.add_argument("--graphs", choices=("analytical", "traced"), default="analytical",
+                   help="analytical graphs (default) or graphs traced from the HF models "
+                        "(hf:<model>, needs the torch extra; docs/fidelity.md)")
 
 
 REPRODUCE_PLANNERS = ("slack", "capuchin", "dp-checkpoint", "chen-greedy", "chen-sqrt", "checkpoint-layers",
@@ -417,6 +420,7 @@ def _reproduce(args, console) -> int:
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     for n in names:
         models.load(n)
+    runs = [f"hf:{n}" for n in names] if args.graphs == "traced" else names
     hardware.load(args.hardware)
     if args.planners:
         heur = [n.strip() for n in args.planners.split(",") if n.strip()]
@@ -433,9 +437,10 @@ def _reproduce(args, console) -> int:
         print(f"[{done}/{total}] {row['model']} {row['label']}: {what} ({row['solve_s']:.2f} s)",
               file=sys.stderr, flush=True)
 
-    df = experiments.sweep(names, args.hardware, args.budget, heur + (["milp"] if args.exact else []),
+    df = experiments.sweep(runs, args.hardware, args.budget, heur + (["milp"] if args.exact else []),
                            planner_params={"milp": {"time_limit_s": args.time_limit}} if args.exact else None,
                            workers=args.workers, progress=False, on_row=line)
+    df["model"] = df["model"].str.removeprefix("hf:")  # traced rows sit beside the published ones
     try:
         pub = report.published_table(df)
     except ValueError as e:  # the reference file is missing: still show ours

@@ -117,7 +117,8 @@ def _base_problem(spec: RunSpec):
     else:
         with warnings.catch_warnings():   # a run reports it in its row (column ``warning``)
             warnings.simplefilter("ignore", CapacityWarning)
-            _PROBLEMS[key] = Problem.build(tspec, hw, budget=None, cost_mode=runcache.COST_MODE)
+            model = tspec.build() if isinstance(tspec, runcache.TracedModel) else tspec
+            _PROBLEMS[key] = Problem.build(model, hw, budget=None, cost_mode=runcache.COST_MODE)
         while len(_PROBLEMS) > _PROBLEMS_MAX:
             _PROBLEMS.popitem(last=False)
     return key, _PROBLEMS[key]

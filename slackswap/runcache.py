@@ -55,10 +55,46 @@ def load_hardware(hardware, link):
     return hw_mod.load(hardware, link=link)
 
 
+@dataclasses.dataclass(frozen=True)
+class TracedModel:
+    """What a traced model (``"hf:<name or config.json>"``, docs/trace.md) resolves to: the config's
+    content, the overrides and the versions of the libraries the trace runs (they decide what is
+    saved), so an edited config or an upgraded ``transformers`` misses the cache."""
+
+    model: str
+    config: str
+    overrides: str
+    versions: str
+
+    def build(self):
+        from . import models
+
+        return models.build(self.model, **json.loads(self.overrides))
+
+
+def _traced(model: str, overrides: dict) -> TracedModel:
+    try:
+        import torch
+        import transformers
+
+        from .torch.hf import load_config
+    except ModuleNotFoundError as exc:
+        from .errors import ConfigError
+
+        raise ConfigError(f"model {model!r}: tracing needs {exc.name}; install the extra: "
+                          "pip install 'slackswap[torch]'") from exc
+    cfg, _ = load_config(model[3:])
+    return TracedModel(model, json.dumps(cfg, sort_keys=True), json.dumps(overrides or {}, sort_keys=True),
+                       f"torch {torch.__version__}, transformers {transformers.__version__}")
+
+
 def resolve(model, hardware, link, overrides: dict):
-    """``(TransformerSpec, Hardware)`` of a setting, read from the files now (no caching)."""
+    """``(model, Hardware)`` of a setting, read from the files now (no caching): the model is a
+    ``TransformerSpec``, or a ``TracedModel`` for ``"hf:..."`` names."""
     from . import models
 
+    if isinstance(model, str) and model.startswith("hf:"):
+        return _traced(model, overrides), load_hardware(hardware, link)
     return models.spec(model, **(overrides or {})), load_hardware(hardware, link)
 
 

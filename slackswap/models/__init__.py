@@ -39,5 +39,16 @@ def spec(name_or_spec: str | Path | TransformerSpec, **overrides) -> Transformer
 
 
 def build(name_or_spec: str | Path | TransformerSpec, **overrides) -> Graph:
-    """A ``Graph`` from a preset name, a ``TransformerSpec`` or a path to an HF ``config.json``."""
+    """A ``Graph`` from a preset name, a ``TransformerSpec`` or a path to an HF ``config.json``.
+
+    ``"hf:<name or config.json>"`` traces the HuggingFace model instead (needs the ``torch``
+    extra; overrides: batch, seq, dtype, device, kernels, name; docs/trace.md).
+    """
+    if isinstance(name_or_spec, str) and name_or_spec.startswith("hf:"):
+        try:
+            from ..torch.hf import build_graph
+        except ModuleNotFoundError as exc:
+            raise ConfigError(f"model {name_or_spec!r}: tracing needs {exc.name}; install the "
+                              "extra: pip install 'slackswap[torch]'") from exc
+        return build_graph(name_or_spec[3:], **overrides)
     return _transformer.build(spec(name_or_spec, **overrides))

@@ -1,0 +1,28 @@
+"""Graphs from real PyTorch (optional extra ``torch``; docs/trace.md).
+
+``trace(model, example_inputs, loss_fn=None, *, device="meta", layer_of=None)`` records one
+forward + loss + backward and returns a ``Graph`` whose ``spec`` is a ``TraceInfo``.
+``TraceInfo`` imports without torch; everything else here needs it.
+"""
+
+from __future__ import annotations
+
+from ._info import TraceInfo
+from .measured import measured_costs
+
+try:
+    from .trace import block_layers, trace
+except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without torch
+    if exc.name not in ("torch", "transformers"):
+        raise
+    _missing = exc.name
+
+    def trace(*args, **kwargs):
+        from ..errors import ConfigError
+
+        raise ConfigError(f"slackswap.torch: needs {_missing}; install the extra: "
+                          "pip install 'slackswap[torch]'")
+
+    block_layers = trace
+
+__all__ = ["TraceInfo", "block_layers", "measured_costs", "trace"]
