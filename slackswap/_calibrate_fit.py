@@ -21,6 +21,8 @@ from .errors import ConfigError
 
 def _to_value(u: float, lo: float, hi: float, log: bool) -> float:
     u = min(1.0, max(0.0, float(u)))
+    if u in (0.0, 1.0):           # the bounds themselves, exactly
+        return lo if u == 0.0 else hi
     return math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo))) if log else lo + u * (hi - lo)
 
 
@@ -76,7 +78,7 @@ class Calibration:
             verdict = ("reproduced" if r.reproduced else
                        f"not at the joint fit (alone it is: closest residual {r.closest:+.4f})"
                        if abs(r.closest) <= self.tol else
-                       f"NOT reproduced by any plausible setting tried (closest residual {r.closest:+.4f})")
+                       f"NOT reproduced by any setting tried within the bounds (closest residual {r.closest:+.4f})")
             lines.append(f"  {r.row}: target {r.target:.6g}, preset {r.preset_sim:.6g}, fitted "
                          f"{r.fitted_sim:.6g} (residual {r.residual:+.4f}): {verdict}")
         return "\n".join(lines)
@@ -121,7 +123,7 @@ class Calibration:
         out += [f"{k} = {v!r}" for k, v in g.peak_flops.items()]
         out += ["", "[gpu.efficiency]", f"matmul = {curve(g.matmul_efficiency)}",
                 f"attention = {curve(g.attention_efficiency)}", f"memory = {curve(g.memory_efficiency)}", "",
-                "[link]", f"name = {q(lk.name)}", f"description = {q(lk.description)}",
+                "[link]", f"name = {q(lk.name + ' (calibrated)')}", f"description = {q(lk.description)}",
                 f"d2h_bandwidth = {lk.d2h_bytes_per_s!r}", f"h2d_bandwidth = {lk.h2d_bytes_per_s!r}",
                 f"theoretical_bandwidth = {lk.theoretical_bytes_per_s!r}", f"latency = {lk.latency_s!r}",
                 f"duplex_factor = {lk.duplex_factor!r}", "", "[sources]"]

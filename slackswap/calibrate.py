@@ -203,6 +203,13 @@ class _Evaluator:
         return np.where(np.isfinite(r), r, 1.0) * w   # an infeasible row counts as 100% off
 
 
+def simulated_targets(rows, hardware, planner_params=None) -> list[Target]:
+    """``rows`` (``Target`` list) with their values replaced by what the simulator gives on
+    ``hardware`` (a ``Hardware``): targets from a known machine, to check that a fit recovers it."""
+    values = _Evaluator(rows, hardware, planner_params)({})
+    return [replace(t, value=float(v)) for t, v in zip(rows, values, strict=True)]
+
+
 from ._calibrate_fit import Calibration, fit  # noqa: E402  (the search itself)
 
 
@@ -253,4 +260,4 @@ def calibrate(targets=None, params=("compute_scale", "bandwidth"), hardware="a10
 
 
 __all__ = ["PARAMETERS", "Calibration", "Parameter", "Target", "apply", "bounds_for", "calibrate",
-           "read_targets"]
+           "read_targets", "simulated_targets"]

@@ -11,7 +11,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 
 def test_the_three_notebooks_are_there():
     assert [p.name for p in NOTEBOOKS] == ["01_explore_a_plan.ipynb", "02_heuristic_vs_exact.ipynb",
-                                           "03_ablations.ipynb"]
+                                           "03_ablations.ipynb", "04_calibration_robustness.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
