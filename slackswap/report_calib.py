@@ -98,11 +98,12 @@ def robustness_figure(df, path=None, min_ratio: float = 0.5):
         for lab, g in m.groupby("planner", sort=False):
             g = g.sort_values("noise")
             ax.plot(g["noise"] * 100, g["ratio_mean"], "-o", ms=3, color=colors[lab], label=lab)
-            ax.plot(g["noise"] * 100, g["ratio_p5"], "--", color=colors[lab], lw=1)
+            ax.plot(g["noise"] * 100, g["ratio_p5"], "--", color=colors[lab], lw=1, label="_p5")
         budget = f", budget {m['budget'].iloc[0]}" if "budget" in m and len(m) else ""
         ax.set_title(f"{model or ''}{budget}", fontsize=9)
         ax.set_xlabel("noise level (% coefficient of variation)")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("throughput ratio under noise\n(solid: mean, dashed: 5th percentile)")
-    axes[0][-1].legend(fontsize=7, loc="lower left")
+    handles = {h.get_label(): h for ax in axes[0] for h in ax.get_lines() if not h.get_label().startswith("_")}
+    fig.legend(handles=list(handles.values()), loc="outside lower center", ncols=min(len(handles), 7), fontsize=8)
     return _save(fig, path)

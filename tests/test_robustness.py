@@ -166,3 +166,11 @@ def test_cli_robustness(capsys, tmp_path):
     assert pd.read_csv(out)["planner"].tolist() == ["slack", "slack", "dp-checkpoint", "dp-checkpoint"]
     rc = main(["robustness", "--samples", "3"])
     assert rc == 2 and "--model" in capsys.readouterr().err
+
+
+def test_any_planner_can_plan_with_a_margin(fixture):
+    p, _ = fixture
+    plan = plan_with_margin("milp", p, 0.2, time_limit_s=20)
+    r = simulate(p, plan, detail=False)
+    assert plan.planner == "milp" and plan.params["margin"] == 0.2
+    assert r.fits and plan.info.objective == r.step_time_s   # judged on the nominal problem
