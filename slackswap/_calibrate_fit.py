@@ -70,7 +70,8 @@ class Calibration:
 
     def summary(self) -> str:
         lines = [f"calibrate {', '.join(self.params)} on {self.hardware_name} with planner {self.planner}: "
-                 f"RMS relative residual {self.rms:.4g} ({self.evaluations} settings simulated, {self.wall_s:.1f} s)"]
+                 f"RMS relative residual {self.rms:.4g}, Jacobian condition number {self.jacobian_cond:.3g} "
+                 f"({self.evaluations} settings simulated, {self.wall_s:.1f} s)"]
         for p in self.params:
             lines.append(f"  {p} = {self.values[p]:.6g} (preset {self.preset[p]:.6g}, plausible "
                          f"[{self.bounds[p][0]:.4g}, {self.bounds[p][1]:.4g}]): {self.identifiability[p]}")
@@ -152,6 +153,18 @@ def _simplex(u, step: float = 0.1):
     return np.array(pts)
 
 
+def _jacobian(fun, u, r0, step: float = 0.02):
+    """Finite-difference Jacobian of the residuals in unit coordinates at ``u``, one-sided
+    steps pointing into the box (least_squares's own ``jac`` is scaled to zero at a bound)."""
+    cols = []
+    for i in range(len(u)):
+        v = np.asarray(u, dtype=float).copy()
+        h = step if v[i] + step <= 1.0 else -step
+        v[i] += h
+        cols.append((fun(v) - r0) / h)
+    return np.array(cols).T
+
+
 def fit(ev, params, box, grid, profile, max_evals, tol) -> Calibration:
     """Grid start, ``least_squares`` in unit coordinates, profile scan; see ``calibrate``."""
     import pandas as pd
@@ -175,12 +188,13 @@ def fit(ev, params, box, grid, profile, max_evals, tol) -> Calibration:
     best = min([nm.x, res.x, u0], key=cost)
     r_fit = ev.residuals(values(best))
     rms = float(np.sqrt(np.mean(r_fit ** 2)))
-    cond = float(np.linalg.cond(res.jac)) if res.jac is not None and res.jac.size else math.nan
+    jac = _jacobian(lambda u: ev.residuals(values(u)), best, r_fit)
+    cond = float(np.linalg.cond(jac)) if jac.size else math.nan
 
     prof_rows, ident = [], {}
     for i, p in enumerate(params):
         if profile == 0:
-            col = np.linalg.norm(res.jac[:, i]) if res.jac is not None else 0.0
+            col = np.linalg.norm(jac[:, i])
             ident[p] = "no effect on the targets" if col < 1e-9 else "not scanned (profile=0)"
             continue
         for u_i in np.linspace(0, 1, profile):

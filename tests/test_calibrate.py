@@ -1,6 +1,8 @@
 """Calibration (slackswap/calibrate.py): recover known parameters, identifiability, honest
 reports of unreachable rows, calibrated hardware files, targets, CLI; the sensitivity grid."""
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -45,6 +47,15 @@ def test_recovers_known_parameters_from_a_perturbed_preset(fitted):
         assert fitted.values[name] == pytest.approx(true, rel=RECOVERY_TOL), name
     assert fitted.reproduced and fitted.rms < 1e-4
     assert (fitted.rows["preset_sim"] != fitted.rows["target"]).all()
+
+
+def test_recovers_link_bandwidth_and_latency_from_copy_bound_steps():
+    truth = apply(hardware.load("a100-80gb"), {"bandwidth": 22e9, "latency": 25e-6})
+    rows = [Target("tiny", 1.0, "step_time_s", 0, "swap-all", overrides={"batch": b}) for b in (2, 16, 64)]
+    cal = calibrate(simulated_targets(rows, truth), ("bandwidth", "latency"), "a100-80gb", profile=0)
+    assert cal.values["bandwidth"] == pytest.approx(22e9, rel=RECOVERY_TOL)
+    assert cal.values["latency"] == pytest.approx(25e-6, rel=RECOVERY_TOL)
+    assert math.isfinite(cal.jacobian_cond) and "not scanned" in cal.identifiability["latency"]
 
 
 def test_profile_scan_finds_both_parameters_identifiable(fitted):
