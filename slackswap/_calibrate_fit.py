@@ -20,9 +20,9 @@ from .errors import ConfigError
 
 
 def _to_value(u: float, lo: float, hi: float, log: bool) -> float:
-    u = min(1.0, max(0.0, float(u)))
-    if u in (0.0, 1.0):           # the bounds themselves, exactly
-        return lo if u == 0.0 else hi
+    u = float(u)
+    if u <= 1e-9 or u >= 1.0 - 1e-9:   # at a bound (to the optimizer's precision): the bound itself
+        return lo if u < 0.5 else hi
     return math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo))) if log else lo + u * (hi - lo)
 
 

@@ -64,6 +64,8 @@ def sensitivity_figure(df, hardware: str = "a100-80gb", points=None, path=None):
                 s, b = points[model]
                 ax.plot([b / 1e9], [s], "*", color="red", mec="k", ms=11)
             ax.set_xscale("log")
+            ax.set_xlim(xs.min(), xs.max())
+            ax.set_ylim(ys.min(), ys.max())       # the box may reach beyond the grid: clipped
             ax.set_xticks(xs, [f"{x:g}" for x in xs], fontsize=7)
             ax.minorticks_off()
             ax.set_title(f"{model}: {title}" + (f" (paper {pub:.3f}: red)" if pub and i == 0 else ""), fontsize=8)
