@@ -73,7 +73,7 @@ class Calibration:
                  f"RMS relative residual {self.rms:.4g}, Jacobian condition number {self.jacobian_cond:.3g} "
                  f"({self.evaluations} settings simulated, {self.wall_s:.1f} s)"]
         for p in self.params:
-            lines.append(f"  {p} = {self.values[p]:.6g} (preset {self.preset[p]:.6g}, plausible "
+            lines.append(f"  {p} = {self.values[p]:.6g} (preset {self.preset[p]:.6g}, searched in "
                          f"[{self.bounds[p][0]:.4g}, {self.bounds[p][1]:.4g}]): {self.identifiability[p]}")
         for r in self.rows.itertuples():
             verdict = ("reproduced" if r.reproduced else
@@ -219,7 +219,7 @@ def fit(ev, params, box, grid, profile, max_evals, tol) -> Calibration:
         a, b = ok[0], ok[-1]
         lo = prof[a - 1]["value"] if a > 0 else prof[0]["value"]
         hi = prof[b + 1]["value"] if b + 1 < len(prof) else prof[-1]["value"]
-        ident[p] = ("not identifiable: the whole plausible range fits as well" if a == 0 and b == len(prof) - 1 else
+        ident[p] = ("not identifiable: the whole searched range fits as well" if a == 0 and b == len(prof) - 1 else
                     f"bounded on one side only: within tol of the best fit on [{lo:.4g}, {hi:.4g}]" if a == 0 or b == len(prof) - 1
                     else f"identifiable: within tol of the best fit only inside ({lo:.4g}, {hi:.4g})")
 
