@@ -156,6 +156,9 @@ def main() -> None:
                  "each section names the command that regenerates it. Throughput ratio = ideal step / "
                  "simulated step on the analytical cost model (docs/hardware.md).\n"]
         parts += [f"<!-- sweep:{n} -->\n{found[n]}<!-- /sweep -->\n" for n in SWEEPS if n in found]
+        # hand-made sections (their own commands inside) are kept as they are
+        parts += [f"<!-- keep:{n} -->\n{b}<!-- /keep -->\n"
+                  for n, b in re.findall(r"<!-- keep:(\w+) -->\n(.*?)<!-- /keep -->", old, flags=re.S)]
         doc.write_text("\n".join(parts))
         # the README carries every ablation table too, folded (one <details> block per sweep file)
         folded = []

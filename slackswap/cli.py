@@ -477,5 +477,7 @@ def _reproduce(args, console) -> int:
     return 0
 
 
+from . import cli_extra as _cli_extra  # noqa: E402, F401  (registers calibrate, sensitivity, robustness)
+
 if __name__ == "__main__":
     raise SystemExit(main())

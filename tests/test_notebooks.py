@@ -9,6 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from figure_checks import assert_legend_clear, copy_bars, styles_by_label
+from matplotlib.colors import to_hex
 from nbclient import NotebookClient
 
 from slackswap import report
@@ -21,12 +22,15 @@ SHOWN = {
                           "memory": "report.memory_figure("},
     "02_heuristic_vs_exact": {"df": "df", "full": "full", "pareto": "report.pareto_figure("},
     "03_ablations": {"df": "df", "pareto": "report.pareto_figure("},
+    "04_calibration_robustness": {"rob": "rob", "robustness": "report_calib.robustness_figure(",
+                                  "cal": "cal", "grid": "grid",
+                                  "sensitivity": "report_calib.sensitivity_figure("},
 }
 
 
-def test_the_three_notebooks_are_there():
+def test_the_notebooks_are_there():
     assert [p.name for p in NOTEBOOKS] == ["01_explore_a_plan.ipynb", "02_heuristic_vs_exact.ipynb",
-                                           "03_ablations.ipynb"]
+                                           "03_ablations.ipynb", "04_calibration_robustness.ipynb"]
     assert sorted(SHOWN) == [p.stem for p in NOTEBOOKS]
 
 
@@ -119,4 +123,21 @@ def _check_03(shown):
     assert len(lines["swap-all"].get_xdata()) == len(swap_all) > 0
 
 
-CHECKS = {"01_explore_a_plan": _check_01, "02_heuristic_vs_exact": _check_02, "03_ablations": _check_03}
+def _check_04(shown):
+    rob, fig = shown["rob"], shown["robustness"]
+    assert_legend_clear(fig)
+    # each label in its planner's colour; "slack margin 0.2" is a variant of slack (same colour)
+    (ax,) = fig.get_axes()
+    colours = {ln.get_label(): to_hex(ln.get_color()) for ln in ax.get_lines() if not ln.get_label().startswith("_")}
+    assert colours["slack"] == colours["slack margin 0.2"] == report.planner_style("slack")[0]
+    assert colours["dp-checkpoint"] == report.planner_style("dp-checkpoint")[0]
+    zero = rob[rob["noise"] == 0]
+    assert zero["ratio_mean"].tolist() == pytest.approx(zero["nominal_ratio"].tolist(), rel=1e-12)  # nominal
+    cal = shown["cal"]   # the notebook's text: the known parameters are recovered
+    assert cal.values["compute_scale"] == pytest.approx(0.8, rel=5e-3)
+    assert cal.values["bandwidth"] == pytest.approx(14e9, rel=5e-3)
+    assert len(shown["grid"]) == 9 and shown["sensitivity"].get_axes()
+
+
+CHECKS = {"01_explore_a_plan": _check_01, "02_heuristic_vs_exact": _check_02, "03_ablations": _check_03,
+          "04_calibration_robustness": _check_04}

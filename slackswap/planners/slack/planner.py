@@ -106,6 +106,9 @@ class SlackPlanner:
       first (``order="size"``), besides the one in ``order``; the simulator keeps the faster.
     * ``local_search``: simulator-judged single-tensor moves, strict improvements only, at most
       ``max_sims`` simulations in the whole ``plan`` call.
+    * ``margin``: plan against copies ``1 + margin`` times slower than the cost model says
+      (``robustness.with_transfer_margin``; 0 = nominal), judged on the nominal costs: a plan
+      that leaves the copy engines room for slower transfers (docs/robustness.md).
     """
 
     name = "slack"
@@ -113,7 +116,7 @@ class SlackPlanner:
 
     def __init__(self, order: str = "rebuild_per_byte", mode: str = "hybrid", prefetch: str = "auto",
                  min_swap_bytes: int = 1 << 20, keep_tail: bool = True, regen_masks: bool = True,
-                 pack: bool = True, local_search: bool = True, max_sims: int = 16):
+                 pack: bool = True, local_search: bool = True, max_sims: int = 16, margin: float = 0.0):
         self.order = _choice("order", order, ORDERS)
         self.mode = _choice("mode", mode, MODES)
         self.prefetch = _choice("prefetch", prefetch, PREFETCH)
@@ -123,22 +126,30 @@ class SlackPlanner:
         self.pack = _flag("pack", pack)
         self.local_search = _flag("local_search", local_search)
         self.max_sims = int_param("slack", "max_sims", max_sims, 1)
+        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin <= 10:
+            raise SlackSwapError(f"slack.margin: must be a number in [0, 10] (0.2 = copies 20% slower), got {margin!r}")
+        self.margin = float(margin)
 
     @property
     def params(self) -> dict:
         return {"order": self.order, "mode": self.mode, "prefetch": self.prefetch,
                 "min_swap_bytes": self.min_swap_bytes, "keep_tail": self.keep_tail,
                 "regen_masks": self.regen_masks, "pack": self.pack, "local_search": self.local_search,
-                "max_sims": self.max_sims}
+                "max_sims": self.max_sims, "margin": self.margin}
 
     # ------------------------------------------------------------------ plan
     def plan(self, problem):
         t0 = time.perf_counter()
+        nominal = problem
+        if self.margin:
+            from ...robustness import with_transfer_margin
+
+            problem = with_transfer_margin(problem, self.margin)   # plan against slower copies
         prof = _Profile(problem)
         judge = Judge(problem, self.max_sims)
         if problem.budget_bytes >= problem.keep_all_peak:
             dec = dict.fromkeys(problem.planning_ids, K)
-            return make_plan(problem, dec, self.name, self.params, t0)
+            return make_plan(nominal, dec, self.name, self.params, t0)
         cands = [self._greedy(prof, 1.0, self.order)]
         if self.pack and self.order != "size" and self.mode != "recompute_only":
             cands.append(self._greedy(prof, 1.0, "size"))   # packing by size (see module doc)
@@ -166,7 +177,7 @@ class SlackPlanner:
         if self.local_search and math.isfinite(best_s):
             best, best_s = local_search(judge, best, self.prefetch, self._moves(prof, best), best_s)
         ip = issue_points(problem, best, self.prefetch)
-        return make_plan(problem, best, self.name, self.params, t0, issue_points=ip,
+        return make_plan(nominal, best, self.name, self.params, t0, issue_points=ip,
                          message=f"{judge.calls} simulations, {judge.pruned} pruned")
 
     # ------------------------------------------------------------ greedy
