@@ -199,8 +199,8 @@ def test_h2d_tie_follows_the_order_the_first_reader_lists_its_inputs():
     assert ev["h2d:a"] == (12, 22) and ev["h2d:b"] == (22, 23)
     assert ev["rec:op1"] == (23, 24) and r.step_time_s == 27
     # the exact MILP, with the decisions fixed, times the same plan identically
-    from slackswap.planners._milp_backends import solve_highs
-    from slackswap.planners._milp_formulation import build
+    from slackswap.mip.backends import solve_highs
+    from slackswap.mip.formulation import build
 
     built = build(p)
     m = built.model

@@ -15,7 +15,7 @@ recompute the rest. The algorithm, step by step (``SlackPlanner.plan``):
 3. **Recompute pass** (paper: recompute the rest): lazy greedy on the *marginal* rebuild seconds
    per byte, i.e. the forward time of the ops the tensor adds to the union of re-run ops of the
    recomputes chosen so far (a swapped input comes back by H2D and stops the cascade).
-   **Keep pass** (beyond the paper; the candidates marked ``keep``, ``_slack_keep.py``): the
+   **Keep pass** (beyond the paper; the candidates marked ``keep``, ``keep.py``): the
    reverse greedy instead, everything the swap pass left recomputed, then tensors, op output
    groups and op frontiers kept back by exact re-run seconds saved per byte, each copied out
    when the D2H FIFO still has room, else kept while the eviction can spare its bytes.
