@@ -78,23 +78,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
     fixed = sched.static_memory().astype(np.float64)
     for t, (p, lf) in sched.swap_fwd.items():
         fixed[p:lf + 1] += sizes[t]
-    # ---- issue points ----
-    issue = dict(plan.issue_points)
-    for t, k in issue.items():
-        ju = sched.stage[sched.swap_bwd[t][0]]
-        if k < ju:
-            raise PlanError(f"plan.issue_points[{t}]: stage {k} is after the first backward use "
-                            f"(stage {ju}); allowed {ju}..{n - 1}")
-    missing = [t for t in sched.swap_bwd if t not in issue]
-    if missing:
-        base = fixed.copy()
-        for t, k in issue.items():
-            base[sched.stage_first_step[k]:sched.swap_bwd[t][1] + 1] += sizes[t]
-        if len(missing) == len(sched.swap_bwd):
-            issue = default_issue_points(sched, sizes, budget, base)
-        else:  # place only the copies the plan left open, around the ones it fixed
-            auto = default_issue_points(sched, sizes, budget, base)
-            issue.update({t: auto[t] for t in missing})
+    issue = _issue_points(sched, plan, sizes, budget, fixed)
     acc = fixed.copy()   # accounted memory per step, pending D2H sources excluded
     for t, k in issue.items():
         acc[sched.stage_first_step[k]:sched.swap_bwd[t][1] + 1] += sizes[t]
@@ -221,6 +205,40 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
         reason="")
 
 
+def _issue_points(sched: Schedule, plan: Plan, sizes, budget: float, fixed: np.ndarray) -> dict[int, int]:
+    """The plan's issue points, checked, and the budget rule's for the swaps it leaves open."""
+    n = sched.n_fwd
+    issue = dict(plan.issue_points)
+    for t, k in issue.items():
+        ju = sched.stage[sched.swap_bwd[t][0]]
+        if k < ju:
+            raise PlanError(f"plan.issue_points[{t}]: stage {k} is after the first backward use "
+                            f"(stage {ju}); allowed {ju}..{n - 1}")
+    missing = [t for t in sched.swap_bwd if t not in issue]
+    if missing:
+        base = fixed.copy()
+        for t, k in issue.items():
+            base[sched.stage_first_step[k]:sched.swap_bwd[t][1] + 1] += sizes[t]
+        if len(missing) == len(sched.swap_bwd):
+            issue = default_issue_points(sched, sizes, budget, base)
+        else:  # place only the copies the plan left open, around the ones it fixed
+            auto = default_issue_points(sched, sizes, budget, base)
+            issue.update({t: auto[t] for t in missing})
+    return issue
+
+
+def resolve_issue_points(problem, plan: Plan) -> dict[int, int]:
+    """The issue stage ``simulate`` gives every swapped tensor of ``plan`` (docs/timeline.md, 3)."""
+    validate(problem, plan)
+    g = problem.graph
+    sched = compile_schedule(g, plan.decisions)
+    sizes = [t.bytes for t in g.tensors]
+    fixed = sched.static_memory().astype(np.float64)
+    for t, (p, lf) in sched.swap_fwd.items():
+        fixed[p:lf + 1] += sizes[t]
+    return _issue_points(sched, plan, sizes, float(problem.budget_bytes), fixed)
+
+
 def _busy(starts_sorted, d2h_start, d2h_end, q, t: float) -> bool:
     """Is the D2H engine copying at time ``t``? (copies are FIFO, so starts are sorted)"""
     i = bisect.bisect_right(starts_sorted, t) - 1
@@ -233,4 +251,4 @@ def _infeasible(problem, plan: Plan, reason: str) -> SimResult:
                      reason=reason)
 
 
-__all__ = ["simulate", "default_issue_points", "Decision"]
+__all__ = ["simulate", "default_issue_points", "resolve_issue_points", "Decision"]
