@@ -17,6 +17,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 _SEEDED = getattr(torch.Tag, "nondeterministic_seeded", None)
+#: calls left out when a run is matched against its trace: they make no storage and a recording
+#: mode may add them (``detach`` of a fresh factory output)
+_UNCHECKED = frozenset({"aten.detach.default", "aten.alias.default"})
 
 
 def storage_key(t: torch.Tensor) -> int | None:
@@ -34,6 +37,7 @@ class StorageRec:
     calls: list = field(default_factory=list)   # [(Call, output leaf index)]
     created_step: int = 0
     last_read_step: int = 0
+    read_since_write: bool = False
     tid: int | None = None                      # graph tensor id, once packed
 
 
@@ -59,6 +63,7 @@ class Call:
     step: int
     rng: tuple | None = None
     created: list = field(default_factory=list)   # [(leaf index, StorageRec)]
+    fused: bool = False   # an in-place call on a storage nobody read since its last write
 
 
 def view_of(base: torch.Tensor, ref: Ref) -> torch.Tensor:
@@ -78,7 +83,7 @@ class Recorder(TorchDispatchMode):
 
     def __init__(self, expected=None):
         super().__init__()
-        self.expected = expected
+        self.expected = None if expected is None else [f for f in expected if f not in _UNCHECKED]
         self.active = True
         self.n_calls = 0            # forward calls seen (folded ones too)
         self.step = 0               # forward calls that made or wrote a storage
@@ -98,7 +103,7 @@ class Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if not self.active:
             return func(*args, **kwargs)
-        if self.expected is not None:
+        if self.expected is not None and str(func) not in _UNCHECKED:
             i = self.n_calls
             if i >= len(self.expected):   # past the traced forward: backward() seeds its gradient
                 if torch._C._current_graph_task_id() == -1:
@@ -110,7 +115,7 @@ class Recorder(TorchDispatchMode):
                 raise ExecutionError(f"model: aten op {i} of the step is {func}, its trace has "
                                      f"{self.expected[i]}; "
                                      "the model or its input shapes differ from the traced ones")
-        self.n_calls += 1
+            self.n_calls += 1
         rng = None
         if _SEEDED is not None and _SEEDED in func.tags:
             rng = _rng_state(args, kwargs)
@@ -139,7 +144,10 @@ class Recorder(TorchDispatchMode):
                 continue
             if k in in_keys:
                 if mutable and k in self.live:
-                    self.live[k].calls.append((call, i))
+                    rec = self.live[k]
+                    call.fused = not rec.read_since_write
+                    rec.calls.append((call, i))
+                    rec.read_since_write = False
                     real = True
                 continue
             if any(r.key == k for _, r in call.created):
@@ -151,9 +159,13 @@ class Recorder(TorchDispatchMode):
             self.live[k] = rec
             real = True
         if real:
+            written = {r.key for _, r in call.created} | {k for k in in_keys if k in self.live
+                                                           and self.live[k].calls[-1][0] is call}
             for k in in_keys:
                 if k in self.live:
                     self.live[k].last_read_step = self.step
+                    if k not in written:
+                        self.live[k].read_since_write = True
             self.step += 1
         return out
 
@@ -164,12 +176,15 @@ def _rng_state(args, kwargs):
     return (torch.get_rng_state(), {d.index: torch.cuda.get_rng_state(d) for d in cuda})
 
 
-def replay(call: Call, resolve):
+def replay(call: Call, resolve, protect=frozenset()):
     """Run ``call`` again with its tensor arguments resolved by ``resolve(ref)``; returns the
-    flat outputs."""
+    flat outputs. Tensors whose storage is in ``protect`` (module buffers) are passed as copies,
+    so a re-run never writes them twice (batch-norm running statistics)."""
     from torch.utils._pytree import tree_unflatten
 
-    leaves = [resolve(x) if isinstance(x, Ref) else x for x in call.leaves]
+    leaves = [x if not isinstance(x, Ref) else
+              x.const.clone() if x.rec is None and storage_key(x.const) in protect else resolve(x)
+              for x in call.leaves]
     args, kwargs = tree_unflatten(leaves, call.spec)
     with torch.no_grad():
         if call.rng is None:

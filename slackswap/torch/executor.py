@@ -95,6 +95,8 @@ class Execution:
         self.k = 0
         self.backward = False
         self.keep: dict[int, torch.Tensor] = {}      # KEEP tensors a replay may read
+        self.tid_rec: dict = {}                      # planning tid -> its StorageRec
+        self.buffers = frozenset(storage_key(b) for b in model.buffers())
         self.host: dict[int, tuple] = {}             # SWAP: tid -> (host buffer, d2h event)
         self.cache: dict[tuple, torch.Tensor] = {}   # fetched / rebuilt storages (flat or base)
         self.uses: Counter = Counter()
@@ -169,6 +171,7 @@ class Execution:
         rec = self.rec.live.get(storage_key(t)) if self.rec is not None else None
         if rec is not None:
             rec.tid = tid
+            self.tid_rec.setdefault(tid, rec)
         self.uses[("t", tid)] += 1
         if self.track and tid not in self.first_step:
             self.first_step[tid] = rec.created_step if rec is not None else max(self.rec.step - 1, 0)
@@ -210,9 +213,8 @@ class Execution:
             self.rec.check_complete()
             self.rec.active = False
             self.step = self.rec.step
-            for rec in self.rec.live.values():
-                if rec.tid is not None and rec.tid in self.first_step:
-                    self.fwd_end[rec.tid] = max(rec.last_read_step, rec.created_step)
+            for tid, rec in self.tid_rec.items():
+                self.fwd_end[tid] = max(rec.last_read_step, rec.created_step)
         # replay reads, counted once per rebuilt storage version
         seen = set()
 
@@ -226,7 +228,7 @@ class Execution:
                             seen.add(key)
                             visit(ref.rec, ref.version)
         for tid in self.plan.ids(Decision.RECOMPUTE):
-            rec = next((r for r in self.rec.live.values() if r.tid == tid), None) if self.rec else None
+            rec = self.tid_rec.get(tid)
             if rec is not None and ("t", tid) not in seen:
                 seen.add(("t", tid))
                 visit(rec, len(rec.calls))
@@ -321,17 +323,17 @@ class Execution:
                 if ref.rec is rec:
                     return view_of(base, ref)
                 return view_of(self._input(ref), ref)
-            outs = replay(call, resolve)
+            outs = replay(call, resolve, self.buffers)
             s = self.step
             self.step += 1
-            self.stats.recomputed_ops += 1
+            self.stats.recomputed_ops += not call.fused
             for ref in call.leaves:
                 if isinstance(ref, Ref) and ref.rec is not None and ref.rec is not rec:
                     self._use(self._key(ref), s)
             if i == 0:
                 base = outs[out_i]
                 for j, other in call.created:   # the re-run also made these: keep the needed ones
-                    if other is not rec:
+                    if other is not rec and (other.tid is None or self.dec[other.tid] is Decision.RECOMPUTE):
                         k2 = ("t", other.tid) if other.tid is not None else ("r", id(other), 1)
                         if self.uses[k2] > 0 and k2 not in self.cache and len(other.calls) == 1:
                             self.cache[k2] = outs[j]
