@@ -30,6 +30,7 @@ from .trace import _default_loss, _move, trace
 @dataclass
 class Row:
     plan: str
+    budget_bytes: float
     counts: dict
     sim_step_s: float
     step_s: float
@@ -60,11 +61,12 @@ class Measurement:
 
         return pd.DataFrame([{
             "plan": r.plan, "keep/swap/rec": "/".join(str(r.counts[d.value]) for d in Decision),
-            "sim step ms": r.sim_step_s * 1e3, "measured step ms": r.step_s * 1e3,
+            "sim step ms": r.sim_step_s * 1e3, "step ms": r.step_s * 1e3,
             "step ratio": r.step_s / r.sim_step_s if r.sim_step_s else math.nan,
-            "sim peak MiB": r.sim_peak / 2**20, "measured peak MiB": r.peak / 2**20,
+            "sim peak MiB": r.sim_peak / 2**20, "peak MiB": r.peak / 2**20,
             "peak ratio": r.peak / r.sim_peak if r.sim_peak else math.nan,
-            "fits budget": "yes" if r.fits else "NO (exceeds)"} for r in self.rows])
+            "budget MiB": r.budget_bytes / 2**20,
+            "fits": "yes" if r.fits else "NO (exceeds)"} for r in self.rows])
 
     def figure(self, path=None):
         import matplotlib
@@ -73,21 +75,21 @@ class Measurement:
         import matplotlib.pyplot as plt
         import numpy as np
 
-        fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
         x = np.arange(len(self.rows))
         names = [r.plan for r in self.rows]
         for ax, (sim, got, unit, title) in zip(axes, (
                 ([r.sim_step_s * 1e3 for r in self.rows], [r.step_s * 1e3 for r in self.rows], "ms", "step time"),
                 ([r.sim_peak / 2**20 for r in self.rows], [r.peak / 2**20 for r in self.rows], "MiB",
-                 f"peak ({self.peak_kind})")), strict=True):
+                 f"peak: {self.peak_kind}")), strict=True):
             ax.bar(x - 0.2, sim, 0.4, label="simulated", color="#7a9cc6")
             ax.bar(x + 0.2, got, 0.4, label="measured", color="#d08c60")
-            ax.set_xticks(x, names)
+            ax.set_xticks(x, names, fontsize=8, rotation=15)
             ax.set_ylabel(unit)
-            ax.set_title(title)
+            ax.set_title(title, fontsize=10)
         if self.device.startswith("cuda") and math.isfinite(self.budget_bytes):
             axes[1].axhline(self.budget_bytes / 2**20, color="k", ls="--", lw=1, label="budget")
-        axes[1].legend(loc="lower left", fontsize=8)
+        axes[1].legend(loc="upper right", fontsize=8)
         fig.suptitle(f"{self.model} on {self.device}: measured vs simulated", fontsize=10)
         fig.tight_layout()
         if path is not None:
@@ -140,7 +142,8 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
             profile_path=None) -> Measurement:
     """Measure keep-all, recompute-all and a plan of ``model`` on ``device`` (default: CUDA when
     present, else CPU). ``plan``: a ``Plan`` to run instead of planning with ``planner``.
-    ``budget``: as ``Problem.with_budget`` (fraction of the keep-all peak, bytes, or None).
+    ``budget``: as ``Problem.with_budget`` (fraction of the keep-all peak, bytes, or None), or a
+    list of them: one planned row per budget (``slack@0.5``); the first one judges the baselines.
     A plan over the budget still runs; its row says it exceeds the budget."""
     from .. import planners, profile
     from ..timeline import simulate
@@ -165,47 +168,59 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
     if profile_path is not None:
         profile.save(profile_path, graph, costs, description="measured by slackswap measure",
                      device=str(dev))
-    problem = Problem(graph, costs).with_budget(budget)
-    if plan is None:
-        plan = planners.get(planner, **dict(planner_params or {})).plan(problem)
-    plans = {"keep-all": Plan({t: Decision.KEEP for t in problem.planning_ids}),
-             "recompute-all": Plan({t: Decision.RECOMPUTE for t in problem.planning_ids}),
-             plan.planner: plan}
+    budgets = list(budget) if isinstance(budget, (list, tuple)) else [budget]
+    base = Problem(graph, costs)
+    problem = base.with_budget(budgets[0])
+    keep, rec = ({t: d for t in problem.planning_ids} for d in (Decision.KEEP, Decision.RECOMPUTE))
+    plans = {"keep-all": (Plan(keep), problem), "recompute-all": (Plan(rec), problem)}
+    if plan is not None:
+        plans[plan.planner] = (plan, problem)
+    else:
+        for b in budgets:
+            pb = base.with_budget(b)
+            label = planner if len(budgets) == 1 else f"{planner}@{b}"
+            plans[label] = (planners.get(planner, **dict(planner_params or {})).plan(pb), pb)
     cuda = dev.type == "cuda"
     res = Measurement(graph.spec.name or type(model).__name__, str(dev),
-                      "max_memory_allocated" if cuda else "saved activations (hooks)",
+                      "max_memory_allocated" if cuda else "saved activations, hooks",
                       problem.budget_bytes, problem.keep_all_peak, problem=problem,
                       profile_path=None if profile_path is None else str(profile_path))
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    for label, p in plans.items():
-        sim, judge = simulate(problem, p, detail=False), problem
+
+    def run(p, issue, track):
+        for q in model.parameters():
+            if q.grad is not None:
+                q.grad.zero_()
+        sync()
+        base = torch.cuda.memory_allocated(dev) if cuda else 0
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(dev)
+        t0 = time.perf_counter()
+        with apply(model, p, graph, issue_points=issue, track=track) as ex:
+            step()
+        sync()
+        dt = time.perf_counter() - t0
+        peak = (torch.cuda.max_memory_allocated(dev) - base) if cuda else ex.stats.peak_saved_bytes
+        return dt, peak, ex.stats
+
+    prepared = []
+    for label, (p, pb) in plans.items():
+        sim, judge = simulate(pb, p, detail=False), pb
         if not sim.feasible:                  # judged without a limit; its row says it exceeds
-            judge = problem.with_budget(None)
+            judge = pb.with_budget(None)
             sim = simulate(judge, p, detail=False)
         issue = _ledger.resolved_issue_points(judge, p)
-        times, peak = [], 0
-        for i in range(repeats + 1):          # run 0: tracked, untimed (hooks count; warm-up)
-            for q in model.parameters():
-                if q.grad is not None:
-                    q.grad.zero_()
-            sync()
-            if cuda:
-                base = torch.cuda.memory_allocated(dev)
-                torch.cuda.reset_peak_memory_stats(dev)
-            t0 = time.perf_counter()
-            with apply(model, p, graph, issue_points=issue, track=i == 0) as run:
-                step()
-            sync()
-            if i == 0:
-                stats = run.stats
-                peak = (torch.cuda.max_memory_allocated(dev) - base) if cuda else stats.peak_saved_bytes
-            else:
-                times.append(time.perf_counter() - t0)
+        _, peak, stats = run(p, issue, True)  # tracked, untimed: the hooks' count, and a warm-up
+        prepared.append((label, p, pb, sim, judge, issue, peak, stats, []))
+    for _ in range(repeats):                  # timed runs, plans interleaved: load drifts evenly
+        for item in prepared:
+            item[-1].append(run(item[1], item[5], False)[0])
+    for label, p, pb, sim, judge, issue, peak, stats, times in prepared:
         sim_peak = sim.peak_bytes if cuda else _ledger.simulated_saved_peak(graph, p, issue)
-        fits_sim = judge is problem and sim.peak_bytes <= problem.budget_bytes
-        fits = fits_sim and (not cuda or peak <= problem.budget_bytes)
-        res.rows.append(Row(label, p.counts(), sim.step_time_s, statistics.median(times), times,
-                            sim_peak, peak, fits_sim, fits, stats.recomputed_ops, stats.swapped_bytes))
+        fits_sim = judge is pb and sim.peak_bytes <= pb.budget_bytes
+        fits = fits_sim and (not cuda or peak <= pb.budget_bytes)
+        res.rows.append(Row(label, pb.budget_bytes, p.counts(), sim.step_time_s, statistics.median(times),
+                            times, sim_peak, peak, fits_sim, fits, stats.recomputed_ops, stats.swapped_bytes))
     model.load_state_dict(state)
     return res
 
@@ -251,7 +266,7 @@ def run_cli(args, console) -> int:
     for row in r.rows:
         if not row.fits:
             console.print(f"{row.plan}: exceeds the budget (simulated peak over "
-                          f"{r.budget_bytes / 2**20:.2f} MiB); it ran anyway")
+                          f"{row.budget_bytes / 2**20:.2f} MiB); it ran anyway")
     if args.profile_out:
         console.print(f"profile written to {args.profile_out}")
     if args.figure:
