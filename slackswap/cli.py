@@ -151,6 +151,8 @@ def _graph_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq", type=_positive_int, help="sequence length (default: the preset's)")
     p.add_argument("--batch", type=_positive_int, help="micro-batch size (default: the preset's)")
     p.add_argument("--attention", choices=("flash", "eager"), help="attention implementation")
+    p.add_argument("--implementation", choices=("fused", "hf"),
+                   help="what the backward keeps: fused kernels or HuggingFace transformers (docs/models.md)")
     p.add_argument("--hardware", metavar="NAME", help="add analytical times on this hardware preset")
 
 
@@ -158,7 +160,7 @@ def _graph_args(p: argparse.ArgumentParser) -> None:
 def _graph(args, console) -> int:
     from . import costs, hardware, models
 
-    overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention") if getattr(args, k) is not None}
+    overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
     g = models.build(args.model, **overrides)
     cm = costs.analytical(g, hardware.load(args.hardware)) if args.hardware else None
     saved = {t.id for t in g.planning_tensors()}
@@ -176,7 +178,8 @@ def _graph(args, console) -> int:
         if cm is not None:
             r[4] += cm.fwd_s[op.id] + cm.bwd_s[op.id]
     cols = ["layer", "ops", "fwd FLOPs", "bwd FLOPs", "saved"] + (["fwd+bwd time"] if cm else [])
-    t = _table(f"{g.name}: seq {g.spec.seq}, batch {g.spec.batch}, {g.spec.attention} attention"
+    t = _table(f"{g.name}: seq {g.spec.seq}, batch {g.spec.batch}, {g.spec.attention} attention, "
+               f"{g.spec.implementation} implementation"
                if g.spec is not None else g.name, cols, set(cols) - {"layer"})
     tot = [0, 0.0, 0.0, 0, 0.0]
     for key, r in rows.items():
@@ -238,13 +241,15 @@ def _problem_args(p: argparse.ArgumentParser, model_required: bool = True) -> No
     p.add_argument("--seq", type=_positive_int, help="sequence length override")
     p.add_argument("--batch", type=_positive_int, help="micro-batch size override")
     p.add_argument("--attention", choices=("flash", "eager"), help="attention implementation override")
+    p.add_argument("--implementation", choices=("fused", "hf"),
+                   help="saved-tensor accounting override: fused kernels or HuggingFace transformers")
 
 
 def _problem(args):
     from . import hardware
     from .problem import Problem
 
-    overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention") if getattr(args, k) is not None}
+    overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
     return Problem.build(args.model, hardware.load(args.hardware, link=args.link), args.budget, **overrides)
 
 
@@ -328,7 +333,7 @@ def _compare(args, console) -> int:
     for n in names:
         planners.get(n)  # unknown names: one error line
     _problem(args)  # validates model, hardware and budget up front
-    overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention") if getattr(args, k) is not None}
+    overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
     df = experiments.sweep(args.model, args.hardware, args.budget, names, overrides=overrides, link=args.link,
                            workers=1, progress=False)
     cols = {"label": "planner", "status": "status", "throughput_ratio": "ratio", "step_time_s": "step",
@@ -373,6 +378,9 @@ def _reproduce_args(p):
     p.add_argument("--time-limit", type=float, default=120.0, help="MILP time limit per problem, seconds")
     p.add_argument("--workers", type=_positive_int, default=2, help="processes (default 2)")
     p.add_argument("--out", help="directory for runs.csv, published.csv/.md, gaps.csv/.md")
+    p.add_argument("--graphs", choices=("analytical", "traced"), default="analytical",
+                   help="analytical graphs (default) or graphs traced from the HF models "
+                        "(hf:<model>, needs the torch extra; docs/fidelity.md)")
 
 
 REPRODUCE_PLANNERS = ("slack", "capuchin", "dp-checkpoint", "chen-greedy", "chen-sqrt", "checkpoint-layers",
@@ -389,6 +397,7 @@ def _reproduce(args, console) -> int:
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     for n in names:
         models.load(n)
+    runs = [f"hf:{n}" for n in names] if args.graphs == "traced" else names
     hardware.load(args.hardware)
     if args.planners:
         heur = [n.strip() for n in args.planners.split(",") if n.strip()]
@@ -405,9 +414,10 @@ def _reproduce(args, console) -> int:
         print(f"[{done}/{total}] {row['model']} {row['label']}: {what} ({row['solve_s']:.2f} s)",
               file=sys.stderr, flush=True)
 
-    df = experiments.sweep(names, args.hardware, args.budget, heur + (["milp"] if args.exact else []),
+    df = experiments.sweep(runs, args.hardware, args.budget, heur + (["milp"] if args.exact else []),
                            planner_params={"milp": {"time_limit_s": args.time_limit}} if args.exact else None,
                            workers=args.workers, progress=False, on_row=line)
+    df["model"] = df["model"].str.removeprefix("hf:")  # traced rows sit beside the published ones
     try:
         pub = report.published_table(df)
     except ValueError as e:  # the reference file is missing: still show ours

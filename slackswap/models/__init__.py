@@ -23,7 +23,18 @@ __all__ = ["TransformerSpec", "available", "build", "from_hf_config", "load"]
 
 
 def build(name_or_spec: str | Path | TransformerSpec, **overrides) -> Graph:
-    """A ``Graph`` from a preset name, a ``TransformerSpec`` or a path to an HF ``config.json``."""
+    """A ``Graph`` from a preset name, a ``TransformerSpec`` or a path to an HF ``config.json``.
+
+    ``"hf:<name or config.json>"`` traces the HuggingFace model instead (needs the ``torch``
+    extra; overrides: batch, seq, dtype, device, kernels, name; docs/trace.md).
+    """
+    if isinstance(name_or_spec, str) and name_or_spec.startswith("hf:"):
+        try:
+            from ..torch.hf import build_graph
+        except ModuleNotFoundError as exc:
+            raise ConfigError(f"model {name_or_spec!r}: tracing needs {exc.name}; install the "
+                              "extra: pip install 'slackswap[torch]'") from exc
+        return build_graph(name_or_spec[3:], **overrides)
     if isinstance(name_or_spec, TransformerSpec):
         spec = name_or_spec.replace(**overrides) if overrides else name_or_spec
     elif isinstance(name_or_spec, (str, Path)):

@@ -5,7 +5,10 @@ Supported ``model_type``: ``bert`` (BertModel, BertForMaskedLM, BertForPreTraini
 ``num_key_value_heads``; Mistral's sliding window is ignored, exact for seq <= window).
 A config has no training shape: ``seq`` defaults to the maximum position count and ``batch`` to 1;
 ``dtype`` defaults to bf16 (``torch_dtype`` describes checkpoint storage, not training).
-Pass overrides to change any field.
+A model built from an HF config runs in ``transformers``, so ``implementation`` is ``"hf"``
+(what its Python code paths save; docs/models.md), and ``attention`` follows the config's
+``_attn_implementation``/``attn_implementation`` (``"eager"`` -> eager; ``"sdpa"``,
+``"flash_attention_2"`` or unset -> flash). Pass overrides to change any field.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from ..errors import ConfigError
 from .spec import TransformerSpec
 
 SUPPORTED = ("bert", "gpt2", "llama", "mistral")
+#: HF attention implementations -> ``TransformerSpec.attention`` (PyTorch SDPA picks a fused kernel
+#: that saves Q, K, V, O and the log-sum-exp, as FlashAttention does).
+_ATTENTION = {"eager": "eager", "sdpa": "flash", "flash_attention_2": "flash"}
 
 
 def _get(cfg, key, where, default=...):
@@ -77,6 +83,11 @@ def from_hf_config(path, **overrides) -> TransformerSpec:
         if "head_dim" in cfg and cfg["head_dim"] not in (None, kw["hidden"] // heads):
             raise ConfigError(f"head_dim: only head_dim = hidden_size / num_attention_heads is "
                               f"supported; got {cfg['head_dim']} in {where}")
+    attn = cfg.get("_attn_implementation") or cfg.get("attn_implementation") or "sdpa"
+    if attn not in _ATTENTION:
+        raise ConfigError(f"_attn_implementation: must be one of {', '.join(_ATTENTION)}; got "
+                          f"{attn!r} in {where}")
+    kw.update(attention=_ATTENTION[attn], implementation="hf")
     name = overrides.pop("name", None) or default_name or cfg.get("_name_or_path") or mt
     fields = TransformerSpec.fields()
     for k in overrides:

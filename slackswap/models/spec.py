@@ -31,6 +31,7 @@ ACTIVATIONS = ("gelu", "swiglu")
 ATTENTIONS = ("flash", "eager")
 POSITIONS = ("learned", "rope")
 HEADS = ("lm", "mlm")
+IMPLEMENTATIONS = ("fused", "hf")
 
 #: Bytes per parameter of mixed-precision Adam training: 16-bit weights (2) + 16-bit gradients (2)
 #: + fp32 master weights, momentum and variance (12); Rajbhandari et al. 2020 (ZeRO), section 3.1.
@@ -61,6 +62,8 @@ _HELP = {
     "pooler": "BERT pooler (dense + tanh on the first token)",
     "head": " | ".join(HEADS),
     "tensor_parallel": "Megatron tensor-parallel degree t (per-GPU shards)",
+    "implementation": "what the backward keeps: fused (fused kernels, Korthikanti's accounting) | "
+                      "hf (what HuggingFace transformers saves; docs/models.md)",
     "source": "where the numbers come from",
 }
 
@@ -92,6 +95,7 @@ class TransformerSpec:
     pooler: bool = False
     head: str = "lm"
     tensor_parallel: int = 1
+    implementation: str = "fused"
     source: str = ""
 
     def __post_init__(self):
@@ -199,7 +203,7 @@ class TransformerSpec:
     def describe(self) -> str:
         return (f"{self.name}: {self.family} L={self.layers} h={self.hidden} a={self.heads}"
                 f" kv={self.kv_heads} ffn={self.ffn} V={self.vocab} s={self.seq} b={self.batch}"
-                f" {self.dtype} {self.attention} t={self.tensor_parallel}"
+                f" {self.dtype} {self.attention} {self.implementation} t={self.tensor_parallel}"
                 f" params={self.param_count() / 1e6:.1f}M")
 
 
@@ -236,6 +240,7 @@ def _validate(s: TransformerSpec) -> None:
     _enum(s, "attention", ATTENTIONS)
     _enum(s, "position", POSITIONS)
     _enum(s, "head", HEADS)
+    _enum(s, "implementation", IMPLEMENTATIONS)
     for f in ("causal", "tied_embeddings", "pooler"):
         _bool(s, f)
     d = s.dropout

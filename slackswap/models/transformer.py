@@ -78,6 +78,8 @@ class _Transformer:
         self.e = s.act_bytes
         self.t = s.tensor_parallel
         self.act = self.T * s.hidden * self.e  # one replicated [b, s, h] activation, bytes
+        self.hf = s.implementation == "hf"
+        self.rope = None  # (cos, sin) tensor ids under implementation="hf"
 
     # ---- building blocks ----
     def linear(self, name, x, n_in, n_out, out_name, mode="col"):
@@ -94,11 +96,28 @@ class _Transformer:
         """LayerNorm (saves input + fp32 mean/rstd) or RMSNorm (saves input + fp32 rstd)."""
         width = width or self.s.hidden
         n_stats = 2 if self.s.norm == "layernorm" else 1
+        if self.hf and self.s.norm == "rmsnorm":
+            return self.hf_rmsnorm(name, x, width)
         y, _ = self.g.op(name, "norm", (x,),
                          [(name + ".out", self.T * width * self.e, "activation"),
                           (name + ".stats", self.T * n_stats * _STAT_BYTES, "stats")],
                          saves=(x, "out:1"), flops=_EW["norm"] * self.T * width)
         return y
+
+    def hf_rmsnorm(self, name, x, width):
+        """HF's Python RMSNorm: ``x.float()`` (a copy unless already fp32), ``pow`` and
+        ``x * rsqrt`` save that fp32 input and the fp32 rstd, ``weight * x_hat.to(dtype)`` saves
+        the normalized ``x_hat``."""
+        T, e = self.T, self.e
+        outs = [(name + ".out", T * width * e, "activation"), (name + ".stats", T * _STAT_BYTES, "stats"),
+                (name + ".xhat", T * width * e, "activation")]
+        if e != _STAT_BYTES:
+            outs.append((name + ".x_fp32", T * width * _STAT_BYTES, "activation"))
+        # its backward runs the Python chain in fp32: up to four [T, width] fp32 buffers at once
+        ids = self.g.op(name, "norm", (x,), outs, flops=_EW["norm"] * T * width,
+                        saves=("out:3" if e != _STAT_BYTES else x, "out:1", "out:2"),
+                        workspace=T * width * (4 * _STAT_BYTES - e))
+        return ids[0]
 
     def dropout(self, name, x, elems):
         """Dropout saves only its 1-byte mask; no op at all when ``dropout == 0``."""
@@ -128,6 +147,11 @@ class _Transformer:
                  extra_bytes=(lookups - 1) * n * self.e)
         if s.family == "bert":
             x = self.norm("embed.norm", x)
+        if self.hf and s.position == "rope":  # HF computes cos/sin once; every layer saves them
+            sd = s.seq * s.head_dim * self.e  # position ids [1, s]: one row shared by the batch
+            self.rope = g.op("rotary", "elementwise", (), [("rotary.cos", sd, "stats"),
+                                                           ("rotary.sin", sd, "stats")],
+                             flops=2 * s.seq * s.head_dim)
         return self.dropout("embed.dropout", x, n)
 
     def attention(self, pre, x):
@@ -137,14 +161,20 @@ class _Transformer:
         kvw = s.kv_heads * d
         ql, kvl = T * h // t * e, T * kvw // t * e
         qkv_flops = 2.0 * T * h * (h + 2 * kvw) / t
+        # HF GPT-2 under SDPA (and eager at batch 1, where the reshape for the matmul is a view):
+        # q stays a view of the fused c_attn output, so saving it keeps the whole [b, s, h + 2kv]
+        # storage; k and v are copies made by the (default) KV cache update.
+        fused_q = self.hf and s.family == "gpt2" and (s.attention == "flash" or s.batch == 1)
+        q_name, q_bytes = (pre + "qkv.out", T * (h + 2 * kvw) // t * e) if fused_q else (pre + "q", ql)
         q, k, v = g.op(pre + "qkv", "matmul", (x,),
-                       [(pre + "q", ql, "activation"), (pre + "k", kvl, "activation"),
+                       [(q_name, q_bytes, "activation"), (pre + "k", kvl, "activation"),
                         (pre + "v", kvl, "activation")],
                        saves=(x,), flops=qkv_flops, extra_bytes=h * (h + 2 * kvw) // t * e)
         if s.position == "rope":
-            q, k = g.op(pre + "rope", "elementwise", (q, k),
+            cs = tuple(self.rope) if self.rope else ()
+            q, k = g.op(pre + "rope", "elementwise", (q, k) + cs,
                         [(pre + "q_rot", ql, "activation"), (pre + "k_rot", kvl, "activation")],
-                        flops=_EW["rope"] * (ql + kvl) / e)
+                        saves=cs, flops=_EW["rope"] * (ql + kvl) / e)
         b_, sq, a_t = s.batch, s.seq, a // t
         core_flops = 4.0 * b_ * sq * sq * h / t  # QK^T and PV, dense (non-causal) counting
         probs = b_ * a_t * sq * sq  # elements of one [b, a/t, s, s] tensor
@@ -158,9 +188,16 @@ class _Transformer:
             scores = g.op(pre + "attn.scores", "attention", (q, k),
                           [(pre + "attn.scores", probs * e, "activation")], saves=(q, k),
                           flops=core_flops / 2)
-            p = g.op(pre + "attn.softmax", "elementwise", (scores,),
-                     [(pre + "attn.probs", probs * e, "activation")], saves=("out:0",),
-                     flops=_EW["softmax"] * probs)
+            if self.hf and s.family == "llama" and e != _STAT_BYTES:
+                # softmax(dtype=float32) saves its fp32 output; the cast to the dtype feeds P.V
+                p, _ = g.op(pre + "attn.softmax", "elementwise", (scores,),
+                            [(pre + "attn.probs", probs * e, "activation"),
+                             (pre + "attn.probs_fp32", probs * _STAT_BYTES, "activation")],
+                            saves=("out:1",), flops=_EW["softmax"] * probs)
+            else:
+                p = g.op(pre + "attn.softmax", "elementwise", (scores,),
+                         [(pre + "attn.probs", probs * e, "activation")], saves=("out:0",),
+                         flops=_EW["softmax"] * probs)
             if s.dropout:
                 p, _ = g.op(pre + "attn.dropout", "dropout", (p,),
                             [(pre + "attn.probs_dropped", probs * e, "activation"),
@@ -176,14 +213,27 @@ class _Transformer:
         nf = T * f // t
         if s.activation == "gelu":
             u = self.linear(pre + "fc1", x, h, f, pre + "fc1")
-            y = g.op(pre + "gelu", "elementwise", (u,), [(pre + "gelu", nf * e, "activation")],
-                     saves=(u,), flops=_EW["gelu"] * nf)
+            if self.hf and s.family == "gpt2":
+                # gelu_new in Python: 0.5*u*(1 + tanh(c*(u + 0.044715*u^3))) saves u (pow), the
+                # tanh output, 0.5*u and 1 + tanh (the final product)
+                parts = [(pre + "gelu." + n, nf * e, "activation") for n in ("tanh", "half", "one_plus")]
+                y = g.op(pre + "gelu", "elementwise", (u,), [(pre + "gelu", nf * e, "activation")] + parts,
+                         saves=(u, "out:1", "out:2", "out:3"), flops=_EW["gelu"] * nf,
+                         workspace=3 * nf * e // 2)[0]
+            else:
+                y = g.op(pre + "gelu", "elementwise", (u,), [(pre + "gelu", nf * e, "activation")],
+                         saves=(u,), flops=_EW["gelu"] * nf)
         else:
             gate = self.linear(pre + "gate", x, h, f, pre + "gate")
             up = self.linear(pre + "up", x, h, f, pre + "up")
-            y = g.op(pre + "swiglu", "elementwise", (gate, up),
-                     [(pre + "swiglu", nf * e, "activation")], saves=(gate, up),
-                     flops=_EW["swiglu"] * nf)
+            if self.hf:  # act_fn(gate) * up in Python: the product also saves silu(gate)
+                y = g.op(pre + "swiglu", "elementwise", (gate, up),
+                         [(pre + "swiglu", nf * e, "activation"), (pre + "silu", nf * e, "activation")],
+                         saves=(gate, up, "out:1"), flops=_EW["swiglu"] * nf)[0]
+            else:
+                y = g.op(pre + "swiglu", "elementwise", (gate, up),
+                         [(pre + "swiglu", nf * e, "activation")], saves=(gate, up),
+                         flops=_EW["swiglu"] * nf)
         return self.linear(pre + "fc2", y, f, h, pre + "fc2", mode="row")
 
     def block(self, i, x):
@@ -219,11 +269,29 @@ class _Transformer:
         vt = _shard(v, t)  # vocab-parallel logits (Megatron pads V to a multiple of t)
         logits = g.op("lm_head", "matmul", (x,), [("logits", T * vt * e, "logits")], saves=(x,),
                       flops=2.0 * T * h * vt, extra_bytes=h * vt * e)
+        if self.hf:
+            return self.hf_loss(logits, vt)
         # Cross entropy: the softmax overwrites the logits in place (Megatron's vocab-parallel
         # cross entropy), so the backward holds one [b, s, V/t] tensor; the fp32 upcast of the
         # logits is transient workspace.
         g.op("loss", "loss", (logits,), [("loss", 4, "activation")], saves=(logits,),
              flops=_EW["loss"] * T * vt, workspace=T * vt * _STAT_BYTES)
+
+    def hf_loss(self, logits, vt):
+        """HF losses: ``cross_entropy`` saves its log-softmax, not the logits. The causal-LM loss
+        upcasts the logits to fp32 first (a transient copy) and saves the shifted int64 labels;
+        BERT's MLM loss runs in the activation dtype on the given labels."""
+        T, e = self.T, self.e
+        if self.s.family == "bert":
+            self.g.op("loss", "loss", (logits,), [("loss", 4, "activation"),
+                                                 ("loss.logprobs", T * vt * e, "logits")],
+                      saves=("out:1",), flops=_EW["loss"] * T * vt, workspace=T * vt * e)
+            return
+        self.g.op("loss", "loss", (logits,), [("loss", 4, "activation"),
+                                             ("loss.logprobs", T * vt * _STAT_BYTES, "logits"),
+                                             ("loss.labels", T * _INT_BYTES, "stats")],
+                  saves=("out:1", "out:2"), flops=_EW["loss"] * T * vt,
+                  workspace=T * vt * (2 * _STAT_BYTES - e))
 
     def build(self) -> Graph:
         x = self.embeddings()

@@ -8,6 +8,7 @@ forward + loss + backward and returns a ``Graph`` whose ``spec`` is a ``TraceInf
 from __future__ import annotations
 
 from ._info import TraceInfo
+from .measured import measured_costs
 
 try:
     from .trace import block_layers, trace
@@ -31,4 +32,4 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without 
         raise
     apply = run_step = ExecStats = trace
 
-__all__ = ["ExecStats", "TraceInfo", "apply", "block_layers", "run_step", "trace"]
+__all__ = ["ExecStats", "TraceInfo", "apply", "block_layers", "measured_costs", "run_step", "trace"]

@@ -56,11 +56,13 @@ def op_kind(names: list[str]) -> str:
     return "elementwise"
 
 
-def _tensor_kind(t: torch.Tensor, index: int, first: torch.Tensor | None, grad_node: bool) -> str:
-    if t.is_floating_point() or t.is_complex():
-        same = first is not None and t.numel() == first.numel()
+def _tensor_kind(out, index: int, first, grad_node: bool) -> str:
+    """``out``, ``first``: (key, storage bytes, dtype, numel) of this and the first output."""
+    dtype, numel = out[2], out[3]
+    if dtype.is_floating_point or dtype.is_complex:
+        same = first is not None and numel == first[3]
         return "activation" if grad_node and (index == 0 or same) else "stats"
-    return "mask" if t.dtype in (torch.bool, torch.uint8) else "index"
+    return "mask" if dtype in (torch.bool, torch.uint8) else "index"
 
 
 class _Op:
@@ -104,9 +106,9 @@ def assemble(rec, *, inputs, excluded, start_seq):
         prev_seq = c.seq
         name = c.func._overloadpacket.__name__
         outs = {}
-        for k, t in c.outs:
-            if k not in c.ins and k not in excluded and k not in outs:
-                outs[k] = t
+        for o in c.outs:
+            if o[0] not in c.ins and o[0] not in excluded and o[0] not in outs:
+                outs[o[0]] = o
         writes = [k for k in dict.fromkeys(c.writes) if k not in excluded]
         if not outs and not writes:   # view / metadata: fold into the writer of what it views
             ws = [writer[k] for k in c.ins if k in writer]
@@ -140,11 +142,10 @@ def assemble(rec, *, inputs, excluded, start_seq):
             op.inputs.append(cur[k])
             readers.setdefault(k, set()).add(oid)
         first = next(iter(outs.values()), None)
-        for i, (k, t) in enumerate(outs.items()):
+        for i, (k, o) in enumerate(outs.items()):
             cur[k], writer[k], readers[k] = len(tensors), oid, set()
             op.outputs.append(len(tensors))
-            tensors.append([None, t.untyped_storage().nbytes(), oid,
-                            _tensor_kind(t, i, first, grad_node)])
+            tensors.append([None, o[1], oid, _tensor_kind(o, i, first, grad_node)])
         for k in writes:               # a new version of a storage written in place
             cur[k], writer[k], readers[k] = len(tensors), oid, set()
             op.outputs.append(len(tensors))

@@ -44,7 +44,7 @@ class Call:
     seq: int
     module: str
     ins: dict            # storage key -> storage bytes, of tensor arguments (in order)
-    outs: list           # (storage key, tensor) of tensor outputs
+    outs: list           # (storage key, storage bytes, dtype, numel) of tensor outputs
     writes: list         # storage keys mutated in place
     flops: float
     read: int
@@ -55,9 +55,9 @@ class Call:
 @dataclass
 class Recording:
     calls: list = field(default_factory=list)
-    packs: list = field(default_factory=list)     # (seq, storage key, storage bytes, tensor)
+    packs: list = field(default_factory=list)     # (calls so far, sequence number, storage key)
     bwd: list = field(default_factory=list)       # (node seq or None, flops, bytes, seconds)
-    keep: list = field(default_factory=list)      # references that keep storage ids unique
+    keep: list = field(default_factory=list)      # storages held so that no id is reused
 
 
 def _flops(func, args, kwargs, out) -> float:
@@ -118,12 +118,15 @@ class Recorder(TorchDispatchMode):
                 k = storage_key(a)
                 if k is not None and k not in ins:
                     ins[k] = a.untyped_storage().nbytes()
-            outs = [(storage_key(t), t) for t in flat_out]
+            outs = [(storage_key(t), t.untyped_storage().nbytes(), t.dtype, t.numel())
+                    for t in flat_out]
             writes = [storage_key(t) for t in _written_args(func, args, kwargs)]
             self.rec.calls.append(Call(func, _seq_peek(), self.stack[-1] if self.stack else "",
                                        ins, [o for o in outs if o[0] is not None],
                                        [w for w in writes if w is not None], flops, read, written, dt))
-            self.rec.keep.append(flat_out)
+            # hold the storages (not the tensors: a held tensor changes what PyTorch dispatches,
+            # e.g. an extra ``detach``) so that no storage id is reused during the step
+            self.rec.keep.append([t.untyped_storage() for t in flat_out])
         else:
             node = _current_node()
             self.rec.bwd.append((None if node is None else node._sequence_nr(), flops,

@@ -51,6 +51,22 @@ class TraceInfo:
     def family(self) -> str:
         return "traced"
 
+    @property
+    def implementation(self) -> str:
+        """What the backward keeps: recorded from the run, not modelled (``"traced"``)."""
+        return "traced"
+
+    @property
+    def attention(self) -> str:
+        """``"flash"`` / ``"fused"`` (another SDPA kernel) / ``"eager"`` (softmax over the
+        materialized scores) / ``"none"``, read from the traced aten ops."""
+        ops = " ".join(self.aten_ops or self.op_signature)
+        if "flash_attention" in ops:
+            return "flash"
+        if "_scaled_dot_product" in ops or "_efficient_attention" in ops:
+            return "fused"
+        return "eager" if "softmax" in ops and ("bmm" in ops or "matmul" in ops) else "none"
+
     def describe(self) -> str:
         shape = f" b={self.batch} s={self.seq}" if self.batch is not None else ""
         return (f"{self.name or self.model_name}: traced {self.model_name} on {self.device}{shape} "

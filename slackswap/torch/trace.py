@@ -111,6 +111,9 @@ def trace(model: torch.nn.Module, example_inputs, loss_fn=None, *, device: str =
     dev = torch.device(device)
     params = list(model.parameters())
     if any(p.device.type != dev.type for p in params):
+        if dev.type != "meta" and any(p.is_meta for p in params):
+            raise ConfigError(f"device: the model lives on meta (no values); build it on "
+                              f"{device} to trace it there")
         model = copy.deepcopy(model).to(dev)
         params = list(model.parameters())
     inputs = _move(example_inputs, dev)
@@ -130,7 +133,7 @@ def trace(model: torch.nn.Module, example_inputs, loss_fn=None, *, device: str =
 
     def pack(t):
         rec.packs.append((len(rec.calls), torch._C._autograd._get_sequence_nr(), storage_key(t)))
-        rec.keep.append(t)
+        rec.keep.append(t.untyped_storage())
         return t
 
     handles = module_hooks(model, stack)
@@ -172,15 +175,19 @@ def trace(model: torch.nn.Module, example_inputs, loss_fn=None, *, device: str =
 def _graph(model, rec, ops_, tensors_, pack_order, unattributed, *, layer_of, name, device,
            kernels, n_params, inputs, t_start) -> Graph:
     names: dict[str, int] = {}
+    classes = {n: type(m).__name__.lower() for n, m in model.named_modules()}
     ops = []
     for i, o in enumerate(ops_):
+        kind = op_kind(o.atens)
+        if kind == "elementwise" and "norm" in classes.get(o.module, ""):
+            kind = "norm"  # an unfused norm (HF's RMSNorm: pow, mean, rsqrt, mul)
         base = f"{o.module or 'model'}:{o.atens[0]}"
         k = names.get(base, 0)
         names[base] = k + 1
         nm = base if k == 0 else f"{base}#{k}"
         for j, t in enumerate(o.outputs):
             tensors_[t][0] = nm if len(o.outputs) == 1 else f"{nm}.out{j}"
-        ops.append(Op(i, nm, layer_of(o.module), op_kind(o.atens), fwd_flops=o.flops,
+        ops.append(Op(i, nm, layer_of(o.module), kind, fwd_flops=o.flops,
                       fwd_bytes=o.bytes, bwd_flops=o.bwd_flops, bwd_bytes=o.bwd_bytes,
                       inputs=tuple(dict.fromkeys(o.inputs)), outputs=tuple(o.outputs),
                       saves=tuple(o.saves)))

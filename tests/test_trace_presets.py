@@ -1,0 +1,112 @@
+"""Full-size HF presets traced on meta, held against the analytical presets; the CLI, sweeps and
+bounds on traced graphs."""
+
+import pandas as pd
+import pytest
+
+from slackswap import bounds, cli, experiments, models
+from slackswap.errors import ConfigError, UnknownNameError
+from slackswap.torch import hf
+
+PRESETS = ["bert-large", "gpt2-xl", "llama-7b"]
+COMPUTE = ("matmul", "attention")
+
+
+def _flops(g, which):
+    return sum(getattr(op, which) for op in g.ops if op.kind in COMPUTE)
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_preset_traces_fast_and_match_params_and_flops(name):
+    t = models.build(f"hf:{name}")
+    a = models.build(name)
+    assert t.spec.device == "meta" and t.spec.trace_s < 30
+    assert (t.spec.batch, t.spec.seq) == (a.spec.batch, a.spec.seq)
+    # BertForPreTraining has the 2-way next-sentence classifier the analytical preset leaves out
+    extra = 2 * a.spec.hidden + 2 if name == "bert-large" else 0
+    assert t.spec.params == a.spec.param_count() + extra
+    assert _flops(t, "fwd_flops") == _flops(a, "fwd_flops")
+    assert _flops(t, "bwd_flops") == _flops(a, "bwd_flops")
+    assert t.spec.unattributed_bwd_flops == 0
+    assert t.layers == list(range(a.spec.layers))
+
+
+def test_bert_large_saved_bytes_match_the_analytical_preset():
+    # flash attention's RNG seed and offset (24 bytes per block) and the next-sentence loss
+    t, a = models.build("hf:bert-large"), models.build("bert-large")
+    assert t.saved_bytes() - a.saved_bytes() == 24 * 24 + 132
+
+
+def test_hf_names_and_overrides():
+    assert {"bert-large", "gpt2-xl", "llama-7b", "tiny-gpt2"} <= set(hf.available())
+    g = models.build("hf:tiny-llama", batch=3, seq=16, dtype="fp32")
+    assert (g.spec.batch, g.spec.seq, g.spec.dtype) == (3, 16, "fp32")
+    assert models.build("hf:tiny-llama", batch=3, seq=16, dtype="fp32") is g  # cached
+    with pytest.raises(ConfigError, match="tensor_parallel: not an option .* allowed: batch"):
+        models.build("hf:tiny-gpt2", tensor_parallel=2)
+    with pytest.raises(UnknownNameError, match="nosuch"):
+        models.build("hf:nosuch")
+    with pytest.raises(ConfigError, match="attention: must be one of flash, eager"):
+        models.build("hf:tiny-gpt2", attention="ring")
+
+
+def test_hf_config_path(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text((hf.hf_dir() / "tiny-bert.json").read_text())
+    g = models.build(f"hf:{p}", seq=32, batch=2)
+    assert g.name == f"hf:{tmp_path.name}" and g.spec.model_name == "BertForPreTraining"
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"model_type": "gpt2", "architectures": ["NoSuchModel"]}')
+    with pytest.raises(ConfigError, match="architectures"):
+        models.build(f"hf:{bad}", seq=8)
+
+
+def test_cli_plans_a_traced_preset(capsys):
+    assert cli.main(["plan", "--model", "hf:gpt2-xl", "--budget", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "Problem hf:gpt2-xl" in out and "simulated step" in out and "(fits)" in out
+    assert cli.main(["graph", "hf:tiny-gpt2", "--seq", "32"]) == 0
+    assert "seq 32, batch 1, flash attention" in capsys.readouterr().out
+
+
+def test_sweep_and_bound_on_traced_graphs():
+    df = experiments.sweep(["hf:tiny-gpt2"], "a100-80gb", [0.6, 0.8], ["slack", "chen-greedy"],
+                           workers=1, progress=False)
+    assert len(df) == 4 and df["model"].eq("hf:tiny-gpt2").all()
+    slack = df[df["planner"] == "slack"]
+    assert slack["fits"].all()
+    assert (slack["step_time_s"] >= slack["lower_bound_s"] * (1 - 1e-9)).all()
+    from slackswap.problem import Problem
+
+    pr = Problem.build("hf:tiny-gpt2", "a100-80gb", budget=0.5)
+    assert bounds.lower_bound(pr)[0] >= pr.ideal_step_s
+
+
+def test_reproduce_on_traced_graphs(capsys, tmp_path):
+    rc = cli.main(["reproduce", "--graphs", "traced", "--models", "tiny", "--budget", "0.9",
+                   "--planners", "slack", "--workers", "1", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "Throughput ratio" in out
+    assert err.strip().splitlines()[0].startswith("[1/1] hf:tiny slack")
+    runs = pd.read_csv(tmp_path / "runs.csv")
+    assert runs["model"].tolist() == ["tiny"] and runs["fits"].tolist() == [True]
+    # the traced graph of the tiny preset, at the preset's batch and sequence length
+    g = models.build("hf:tiny")
+    assert (g.spec.batch, g.spec.seq, g.spec.params) == (2, 16, models.load("tiny").param_count())
+
+
+def test_fidelity_doc_generator(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "update_fidelity.py"
+    spec = importlib.util.spec_from_file_location("update_fidelity", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "fidelity.md"
+    assert mod.main(["--no-reproduce", "--out", str(out)]) == 0
+    text = out.read_text()
+    for name in PRESETS:
+        assert f"| {name} " in text and f"### {name}: analytical vs traced" in text
+    # the BERT block differs only by flash attention's 24-byte RNG state
+    assert "traced 545.250 MiB, analytical 545.250 MiB, difference +0.000 MiB (+24 B)" in text
