@@ -17,8 +17,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 _SEEDED = getattr(torch.Tag, "nondeterministic_seeded", None)
-#: calls left out when a run is matched against its trace: they make no storage and a recording
-#: mode may add them (``detach`` of a fresh factory output)
+#: calls left out when a run is matched against its trace: they make no storage, and autograd
+#: dispatches a ``detach`` for some saved outputs depending on which hooks are active
 _UNCHECKED = frozenset({"aten.detach.default", "aten.alias.default"})
 
 
