@@ -99,6 +99,7 @@ class Execution:
         self.buffers = frozenset(storage_key(b) for b in model.buffers())
         self.host: dict[int, tuple] = {}             # SWAP: tid -> (host buffer, d2h event)
         self.cache: dict[tuple, torch.Tensor] = {}   # fetched / rebuilt storages (flat or base)
+        self.h2d_done: dict[tuple, object] = {}      # CUDA: prefetches not yet waited for
         self.uses: Counter = Counter()
         self.first_step: dict[int, int] = {}         # planning tid -> forward step it was made
         self.fwd_end: dict[int, int] = {}
@@ -280,7 +281,7 @@ class Execution:
             tid = self.h2d_queue[self.q_next]
             self.q_next += 1
             if ("t", tid) not in self.cache:
-                self._fetch(tid)
+                self._fetch(tid, use=False)
                 self.stats.prefetched += 1
 
     def _close_stage(self):
@@ -292,9 +293,13 @@ class Execution:
             self._touch(key, s)
         self.stage = None
 
-    def _fetch(self, tid):
+    def _fetch(self, tid, use=True):
+        """The device copy of swapped ``tid``: copied back now, or the prefetched one. On CUDA the
+        copy runs on the H2D stream; the compute stream waits for it only at a use."""
         key = ("t", tid)
         if key in self.cache:
+            if use and key in self.h2d_done:
+                torch.cuda.current_stream().wait_event(self.h2d_done.pop(key))
             return self.cache[key]
         buf, ev = self.host[tid]
         if self.cuda:
@@ -303,8 +308,11 @@ class Execution:
                 flat = buf.to(self.device, non_blocking=True)
                 done = torch.cuda.Event()
                 done.record()
-            torch.cuda.current_stream().wait_event(done)
             flat.record_stream(torch.cuda.current_stream())
+            if use:
+                torch.cuda.current_stream().wait_event(done)
+            else:
+                self.h2d_done[key] = done
         else:
             flat = buf.clone()
         self.stats.fetched_bytes += buf.numel()
@@ -375,6 +383,7 @@ class Execution:
 
     def _release(self, key):
         self.cache.pop(key, None)
+        self.h2d_done.pop(key, None)
         span = self.open.pop(key, None)
         if span is not None:
             self.spans.append((span[1], span[2], self.graph.tensors[span[0]].bytes))
