@@ -46,7 +46,7 @@ def cnn():
                 torch.nn.ReLU(inplace=True)]
 
     net = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Tanh(), *block(), *block(), *block(),
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Tanh(), *[m for _ in range(6) for m in block()],
         torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(8 * 4 * 4, 10))
     x = torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(2))
     return net, (x,)
