@@ -110,10 +110,28 @@ def align(traced, analytical):
         if tag == "equal":
             near += [(t, a) for t, a in zip(traced[i1:i2], analytical[j1:j2], strict=True)
                      if t[1] != a[1]]
+        else:  # within a differing stretch, tensors of equal size in another order still pair
+            rest = list(analytical[j1:j2])
+            for x in traced[i1:i2]:
+                j = next((k for k, y in enumerate(rest) if round(y[1] / 1024) == round(x[1] / 1024)),
+                         None)
+                if j is None:
+                    only_t.append(x)
+                else:
+                    y = rest.pop(j)
+                    if x[1] != y[1]:
+                        near.append((x, y))
+            only_a += rest
+    left = []
+    for x in only_t:  # equal sizes left over in other stretches (another order) pair too
+        j = next((k for k, y in enumerate(only_a) if round(y[1] / 1024) == round(x[1] / 1024)), None)
+        if j is None:
+            left.append(x)
         else:
-            only_t += traced[i1:i2]
-            only_a += analytical[j1:j2]
-    return near, only_t, only_a
+            y = only_a.pop(j)
+            if x[1] != y[1]:
+                near.append((x, y))
+    return near, left, only_a
 
 
 def _fmt_items(items) -> str:
@@ -148,11 +166,18 @@ def difference_section(name, a, t, which: str) -> str:
 
 CAUSES = """\
 The lists come from aligning the saved tensors of both graphs in forward order by size (1 KiB
-grain, `difflib`; LayerNorm's mean and rstd, two fp32 tensors in the trace, count as one like the
-analytical `stats` tensor). What does not align is a real difference; where one side stores as
+grain, `difflib`; tensors of equal size left over pair in any order;
+LayerNorm's mean and rstd, two fp32 tensors in the trace, count as one like the analytical `stats`
+tensor). What does not align is a real difference; where one side stores as
 one tensor what the other stores as several (the analytical `qkv` output vs BERT's three
 projections), both sides list them, equal in total. The causes:
 
+* **gpt2-xl, KV cache (`attn:cat`)**: the configs in `data/hf/` keep HF's defaults, and with
+  `use_cache` on (the default) `transformers` 5 builds a `DynamicCache` even in a training step:
+  its update concatenates `k` and `v` into new tensors, which flash attention then saves, two
+  `[b, s, h]` copies per block besides the `c_attn` output that `q` (a view) keeps alive. (In
+  Llama the copies replace the RoPE outputs and `v` as the saved tensors, equal in bytes.) With
+  `"use_cache": false` in the config the trace saves {nocache} MiB in all.
 * **Flash attention RNG state**: `aten._scaled_dot_product_flash_attention` saves its Philox seed
   and offset (16 + 8 bytes, kind `index`) for the dropout it applies inside the kernel.
 * **gpt2-xl, `mlp.act:*`**: GPT-2's `gelu_new` (tanh approximation) is not one kernel in HF but
@@ -184,6 +209,27 @@ projections), both sides list them, equal in total. The causes:
 """
 
 
+def _saved_without_cache(name: str) -> int:
+    """Saved bytes of the traced preset with ``"use_cache": false`` in its config."""
+    import json
+    import tempfile
+
+    from slackswap.torch import hf
+
+    cfg, _ = hf.load_config(name)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / name / "config.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(dict(cfg, use_cache=False)))
+        g = models.build(f"hf:{path}", **dict(zip(("batch", "seq"), _preset_shape(name), strict=True)))
+    return g.saved_bytes()
+
+
+def _preset_shape(name):
+    s = models.load(name)
+    return s.batch, s.seq
+
+
 def published(out_dir: Path) -> tuple[str, float]:
     t0 = time.perf_counter()
     frames = []
@@ -205,6 +251,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rows, sections, times = [], [], {}
     have_hf = False
+    models.build("hf:tiny")  # warm-up: imports and first-call costs out of the timings
     for name in NAMES:
         a = models.build(name)
         h = analytical_hf(name)
@@ -219,6 +266,7 @@ def main(argv=None) -> int:
         sections.append(difference_section(name, a, t, "analytical"))
         if h is not None:
             sections.append(difference_section(name, h, t, "analytical hf"))
+    nocache = _saved_without_cache("gpt2-xl")
     rel = []
     for name in NAMES:
         r = {x["graph"]: x for x in rows if x["model"] == name}
@@ -237,7 +285,10 @@ def main(argv=None) -> int:
             "Command: `slackswap reproduce --graphs traced --planners slack` beside `slackswap "
             f"reproduce --planners slack` ({HW}, budget 50% of each graph's own keep-all peak; "
             f"{dt:.0f} s for both here). Throughput ratio of the `slack` plan:", "", table, ""])
-    hf_note = ("" if have_hf else
+    hf_note = ("Rows \"analytical\" are the presets' default (`implementation=\"fused\"`, the "
+               "accounting of fused kernels); rows \"analytical hf\" are "
+               "`models.build(name, implementation=\"hf\")`, the analytical model of what "
+               "HuggingFace `transformers` saves (docs/models.md).\n\n" if have_hf else
                "The analytical `implementation=\"hf\"` setting (the HF-matching variant of the "
                "analytical models) is not in this build; once it is, rerunning this script adds "
                "its rows and differences.\n\n")
@@ -251,8 +302,8 @@ The analytical graphs (`slackswap.models`, docs/models.md) are held against the 
 train: the HuggingFace `transformers` model of each preset, built from the config in `data/hf/`
 with random weights and traced on `meta` (docs/trace.md: one forward + loss + backward, every aten
 op, every saved tensor deduplicated by storage; flash attention and `native_dropout` as on a
-GPU), at the preset's batch and sequence length, bf16. Trace times on the 2-core CI machine
-(2026-11-30, in-process after imports): {trace_times}.
+GPU), at the preset's batch and sequence length, bf16. Build + trace times on the 2-core CI
+machine (2026-11-30, in-process, after a warm-up trace of `hf:tiny`): {trace_times}.
 
 {hf_note}## Side by side
 
@@ -272,7 +323,7 @@ Relative to the traced graph (%):
 ## Every difference in bytes
 
 {chr(10).join(s + chr(10) for s in sections)}
-{CAUSES}
+{CAUSES.format(nocache=f"{nocache / MiB:,.1f}")}
 {pub_text}"""
     Path(args.out).write_text(doc)
     print(f"wrote {args.out}")
