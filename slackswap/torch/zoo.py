@@ -40,7 +40,7 @@ def build(name: str, batch: int | None = None, seq: int | None = None, layers: i
         cfg[_LAYERS[kind]] = layers
     if vocab is not None:
         cfg["vocab_size"] = vocab
-    cfg["attn_implementation"] = "eager"
+    cfg["attn_implementation"], cfg["use_cache"] = "eager", False   # a training step: no KV cache
     torch.manual_seed(seed)
     if kind == "gpt2":
         conf = tf.GPT2Config(n_positions=max(seq, 8), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **cfg)
