@@ -97,10 +97,11 @@ class Measurement:
         return fig
 
 
-def device_costs(graph, device: torch.device) -> CostModel:
-    """Per-op times from the trace, transfer times from a copy measured on ``device`` (pinned
-    host buffers on CUDA, a host-buffer clone on CPU), no optimizer (a step is fwd + bwd)."""
-    times = graph.spec.op_times_s
+def device_costs(graph, device: torch.device, op_times=None) -> CostModel:
+    """Per-op times from the trace (or ``op_times``: ``(fwd, bwd)`` seconds per op), transfer
+    times from a copy measured on ``device`` (pinned host buffers on CUDA, a host-buffer clone on
+    CPU), no optimizer (a step is fwd + bwd)."""
+    times = op_times if op_times is not None else graph.spec.op_times_s
     if times is None:
         raise ConfigError("graph: traced on meta, it has no measured op times; trace on cpu or cuda")
     lat_d2h, bw_d2h, lat_h2d, bw_h2d = _link(device)
@@ -139,12 +140,13 @@ def _link(device):
 
 def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_params=None, plan=None,
             budget=0.5, repeats: int = 3, device=None, name: str | None = None,
-            profile_path=None) -> Measurement:
+            profile_path=None, trace_repeats: int = 3) -> Measurement:
     """Measure keep-all, recompute-all and a plan of ``model`` on ``device`` (default: CUDA when
     present, else CPU). ``plan``: a ``Plan`` to run instead of planning with ``planner``.
     ``budget``: as ``Problem.with_budget`` (fraction of the keep-all peak, bytes, or None), or a
     list of them: one planned row per budget (``slack@0.5``); the first one judges the baselines.
-    A plan over the budget still runs; its row says it exceeds the budget."""
+    A plan over the budget still runs; its row says it exceeds the budget. The profile's per-op
+    times are the median of ``trace_repeats`` timed traces."""
     from .. import planners, profile
     from ..timeline import simulate
 
@@ -162,9 +164,17 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
 
     step()                                   # warm-up: allocator, kernels, lazy init
     state = copy.deepcopy(model.state_dict())
-    graph = trace(model, inputs, loss_fn, device=dev.type, name=name)
-    model.load_state_dict(state)
-    costs = device_costs(graph, dev)
+    graphs = []
+    for _ in range(trace_repeats):           # per-op median over several timed traces
+        graphs.append(trace(model, inputs, loss_fn, device=dev.type, name=name))
+        model.load_state_dict(state)
+    graph = graphs[0]
+    if any(g.spec.op_signature != graph.spec.op_signature for g in graphs):
+        raise ConfigError("model: its traces differ from one step to the next; measure needs a "
+                          "model whose ops do not change between steps")
+    op_times = [tuple(statistics.median(g.spec.op_times_s[i][j] for g in graphs) for j in (0, 1))
+                for i in range(len(graph.ops))]
+    costs = device_costs(graph, dev, op_times)
     if profile_path is not None:
         profile.save(profile_path, graph, costs, description="measured by slackswap measure",
                      device=str(dev))
