@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import ExecutionError, PlanError
-from ..plan import Decision, problem_key
+from ..errors import ExecutionError
+from ..plan import Decision
 from . import _ledger
+from ._check import check_plan
 from ._record import Recorder, Ref, describe, replay, storage_key, view_of
 
 _node_seq = torch._C._current_autograd_node
@@ -53,22 +54,6 @@ class _Handle:
 def _flat(t: torch.Tensor) -> torch.Tensor:
     """The whole storage of ``t`` as a 1-d uint8 tensor."""
     return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
-
-
-def check_plan(plan, graph) -> None:
-    """Raise unless ``graph`` is a traced graph and ``plan`` decides exactly its planning tensors."""
-    info = graph.spec
-    if not hasattr(info, "pack_order") or not hasattr(info, "aten_ops"):
-        raise ExecutionError(f"graph: {graph.name!r} is not a traced graph (slackswap.torch.trace); "
-                             "apply needs its pack order and aten ops")
-    if plan.problem_key is not None and plan.problem_key != problem_key(graph):
-        raise PlanError(f"plan: made for another graph (key {plan.problem_key}, {graph.name!r} has "
-                        f"{problem_key(graph)})")
-    planning = {t.id for t in graph.planning_tensors()}
-    if set(plan.decisions) != planning:
-        miss, extra = sorted(planning - set(plan.decisions)), sorted(set(plan.decisions) - planning)
-        raise PlanError(f"plan.decisions: does not match the planning tensors of {graph.name!r} "
-                        f"(missing {miss[:5]}, not planning {extra[:5]})")
 
 
 class Execution:
