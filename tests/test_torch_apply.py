@@ -127,3 +127,19 @@ def test_buffers_are_written_once_under_recompute():
     b(*inputs).float().sum().backward()
     for (n, x), y in zip(a.named_buffers(), b.buffers(), strict=True):
         assert torch.equal(x, y), f"buffer {n} differs after re-runs"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", ["swap", "recompute", "slack0.5"])
+def test_cuda_streams_give_the_plain_gradients(kind):
+    model, inputs = build("gpt2")
+    model, inputs = model.cuda(), {k: v.cuda() for k, v in inputs.items()}
+    graph = trace(model, inputs, device="cuda")
+    ref = copy.deepcopy(model)
+    ref(**inputs).loss.backward()
+    plan, problem = _plan(graph, kind)
+    m = copy.deepcopy(model)
+    stats = run_step(m, plan, graph, inputs, problem=problem)
+    for p, q in zip(m.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=0, atol=0)
+    assert stats.swapped_bytes == sum(graph.tensors[t].bytes for t in plan.ids(Decision.SWAP))
