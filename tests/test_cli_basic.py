@@ -35,6 +35,18 @@ def test_graph_tiny(capsys):
     assert "seq 8, batch 1, eager attention" in out and "ideal step on a100-80gb" in out
 
 
+def test_graph_and_plan_implementation_override(capsys):
+    """--implementation hf: the graph saves what HF transformers saves (more than fused for GPT-2)."""
+    from slackswap import models
+
+    assert cli.main(["graph", "gpt2", "--batch", "1", "--seq", "64", "--implementation", "hf"]) == 0
+    out = capsys.readouterr().out
+    assert "flash attention, hf implementation" in out
+    assert cli.main(["plan", "--model", "gpt2", "--batch", "1", "--seq", "64", "--implementation",
+                     "hf", "--budget", "0.8"]) == 0
+    assert models.build("gpt2", implementation="hf").saved_bytes() > models.build("gpt2").saved_bytes()
+
+
 @pytest.mark.parametrize("argv, needle", [
     ([], "required"),
     (["nosuch"], "nosuch"),
@@ -43,6 +55,7 @@ def test_graph_tiny(capsys):
     (["graph", "tiny", "--seq", "0"], "--seq"),
     (["graph", "tiny", "--batch", "two"], "--batch"),
     (["graph", "tiny", "--attention", "sparse"], "--attention"),
+    (["graph", "tiny", "--implementation", "torch"], "--implementation"),
     (["graph", "tiny", "--hardware", "tpu"], "a100-80gb"),
     (["models", "--bogus"], "--bogus"),
 ])

@@ -27,6 +27,7 @@ TOL = 0.02
 METRICS = ("layer", "total", "peak", "fwd_flops", "bwd_flops")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
 @pytest.mark.parametrize("family", ["bert", "gpt2", "llama"])
@@ -39,6 +40,7 @@ def test_hf_setting_matches_transformers(family, attention, dtype):
         assert r["fused_rel"]["layer"] < -0.2 and r["fused_rel"]["total"] < -0.2, r["fused_rel"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, shape", [
     ("gpt2", dict(hidden=256, heads=8, seq=128, batch=1)),
     ("llama", dict(hidden=256, heads=8, ffn=688, seq=128, batch=1)),
@@ -48,6 +50,15 @@ def test_hf_setting_other_shapes(family, shape):
     shape = dict(shape)
     b, s = shape.pop("batch"), shape.pop("seq")
     r = hf_fidelity.compare(family, "eager", "bf16", batch=b, seq=s, **shape)
+    assert all(abs(r["hf_rel"][m]) <= TOL for m in METRICS), r["hf_rel"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_hf_setting_grouped_query_attention(attention):
+    """Llama with 2 KV heads of 4: eager repeats K and V for every head (repeat_kv), and saves
+    those copies; SDPA takes the grouped K and V as they are."""
+    r = hf_fidelity.compare("llama", attention, "bf16", kv_heads=2)
     assert all(abs(r["hf_rel"][m]) <= TOL for m in METRICS), r["hf_rel"]
 
 
@@ -108,3 +119,15 @@ def test_hf_layer_formulas():
     # eager - flash: fp32 softmax + its bf16 cast (2 + 4 bytes x a s^2) in place of the lse
     assert layer(eager) - layer(hf) == 6 * a * s.seq**2 - 4 * a * s.seq
 
+
+def test_preset_files_must_state_the_implementation(tmp_path):
+    from slackswap.models.zoo import load_file, models_dir
+
+    text = (models_dir() / "tiny.toml").read_text()
+    p = tmp_path / "no-impl.toml"
+    p.write_text(text.replace('implementation = "fused"\n', ""))
+    with pytest.raises(ConfigError, match="^implementation: missing key"):
+        load_file(p)
+    p.write_text(text.replace('implementation = "test model"\n', ""))
+    with pytest.raises(ConfigError, match="^sources.implementation: missing source"):
+        load_file(p)

@@ -243,3 +243,11 @@ def test_aten_ops_are_those_of_a_plain_run():
         assert model(**inputs).loss.requires_grad
     g = trace(model, inputs, device="cpu")
     assert list(g.spec.aten_ops) == log.ops
+
+
+def test_backward_bytes_count_kernels_not_views():
+    # y = x W^T without bias; the backward's only kernel is the weight-gradient mm
+    # ([8, 4] @ [4, 16] -> [8, 16], fp32); the transposes around it are views and move no bytes
+    g = trace(torch.nn.Linear(8, 16, bias=False), (torch.randn(4, 8),), device="cpu")
+    assert sum(op.bwd_bytes for op in g.ops) == 4 * (8 * 4 + 4 * 16 + 8 * 16)
+    assert sum(op.bwd_flops for op in g.ops) == 2 * 8 * 4 * 16

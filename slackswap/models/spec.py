@@ -8,6 +8,10 @@ Three families share one spec; the family fixes the block layout (docs/models.md
   LM head (tied to the word embeddings in GPT-2).
 * ``"llama"``: pre-norm blocks without biases, RoPE (no position parameters), final norm, LM head.
 
+``implementation`` says which code runs the step, and so what its backward keeps: ``"fused"``
+(fused kernels, Korthikanti et al.'s accounting; the presets' default) or ``"hf"`` (HuggingFace
+``transformers``' Python code paths; what ``from_hf_config`` sets).
+
 >>> s = TransformerSpec("toy", "gpt2", layers=2, hidden=64, heads=4, ffn=256, vocab=128,
 ...                     seq=16, batch=2)
 >>> s.kv_heads, s.max_positions, s.act_bytes

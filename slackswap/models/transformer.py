@@ -10,6 +10,11 @@ plus what the paper leaves out: fp32 norm statistics (LayerNorm mean + rstd: 8 b
 RMSNorm rstd: 4 bytes per token), i.e. ``2 * 8 * s * b`` per LayerNorm block. With
 ``attention="flash"`` the ``5as^2b`` term is replaced by an fp32 log-sum-exp, ``4*a*s*b/t`` bytes.
 
+That is ``implementation="fused"``. ``implementation="hf"`` saves what HuggingFace ``transformers``
+saves (docs/models.md, measured with benchmarks/hf_fidelity.py): GPT-2's Python ``gelu_new``
+intermediates, Llama's fp32 RMSNorm input copies and ``silu(gate)``, RoPE's cos/sin, fp32 softmax
+(Llama eager) and fp32 log-softmax (causal-LM loss), and the storage that views keep alive.
+
 Cost conventions (DESIGN.md section 4): a matmul ``(m x k) @ (k x n)`` does ``2mkn`` forward FLOPs
 and twice that backward; FlashAttention backward does 2.5x its forward (it recomputes ``QK^T``);
 attention FLOPs are counted dense (non-causal, the "model FLOPs" convention of Korthikanti/PaLM);
@@ -185,6 +190,9 @@ class _Transformer:
                           saves=(q, k, v, "out:0", "out:1"), flops=core_flops,
                           bwd_flops=2.5 * core_flops)
         else:
+            if self.hf and kvl != ql:  # eager GQA: repeat_kv materializes K and V for all heads
+                k, v = g.op(pre + "repeat_kv", "elementwise", (k, v),
+                            [(pre + "k_rep", ql, "activation"), (pre + "v_rep", ql, "activation")])
             scores = g.op(pre + "attn.scores", "attention", (q, k),
                           [(pre + "attn.scores", probs * e, "activation")], saves=(q, k),
                           flops=core_flops / 2)

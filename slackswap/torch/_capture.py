@@ -129,8 +129,10 @@ class Recorder(TorchDispatchMode):
             self.rec.keep.append([t.untyped_storage() for t in flat_out])
         else:
             node = _current_node()
+            ins = {storage_key(a) for a in flat_in}
+            view = bool(flat_out) and all(storage_key(t) in ins for t in flat_out)
             self.rec.bwd.append((None if node is None else node._sequence_nr(), flops,
-                                 read + written, dt))
+                                 0 if view else read + written, dt))  # a view moves no bytes
         return out
 
 
