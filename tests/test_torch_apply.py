@@ -110,6 +110,14 @@ def test_a_model_that_no_longer_matches_its_trace_is_refused():
         run_step(copy.deepcopy(model), plan, graph, bigger)
 
 
+def test_doctests():
+    import doctest
+
+    from slackswap.torch import executor
+
+    assert doctest.testmod(executor).failed == 0
+
+
 def test_an_untraced_graph_is_refused():
     from slackswap.synthetic import chain
 
