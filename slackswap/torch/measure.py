@@ -198,8 +198,10 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     def run(p, issue, track):
-        for q in model.parameters():
-            if q.grad is not None:
+        for q in model.parameters():   # gradients allocated before the step: not in its peak
+            if q.requires_grad and q.grad is None:
+                q.grad = torch.zeros_like(q)
+            elif q.grad is not None:
                 q.grad.zero_()
         sync()
         base = torch.cuda.memory_allocated(dev) if cuda else 0
