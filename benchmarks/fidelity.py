@@ -6,7 +6,8 @@
 
 For GPT-2 124M and 355M shapes, BERT-base and a small Llama (slackswap.torch.zoo), it traces the
 model on the device, plans it with ``slack`` at 50% and 30% of the keep-all peak, runs keep-all,
-recompute-all and both plans ``--repeats`` times each, and prints one row per (model, plan):
+recompute-all and both plans ``--repeats`` times each (interleaved; the fastest counts, as each
+op's fastest of three traces does in the profile), and prints one row per (model, plan):
 step time and peak, measured and simulated. On CUDA the peak is ``torch.cuda.max_memory_allocated``
 above the memory before the step (against the simulator's peak); on CPU it is the resident saved
 activations counted by the executor's hooks (against the same count on the simulator's schedule).
