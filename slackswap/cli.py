@@ -477,6 +477,26 @@ def _reproduce(args, console) -> int:
     return 0
 
 
+def _measure_args(p):
+    p.add_argument("model", help="a preset of slackswap.torch.zoo (gpt2-124m, ...) or module:function returning (model, inputs)")
+    for a in ("batch", "seq", "layers", "vocab", "repeats"):
+        p.add_argument(f"--{a}", type=_positive_int, default=3 if a == "repeats" else None,
+                       help="timed steps per plan (default 3)" if a == "repeats" else f"override the preset's {a}")
+    for a, h in (("--planner", "planner name (default slack)"), ("--plan", "run this plan JSON instead of planning"),
+                 ("--profile-out", "write the measured profile (JSON)"), ("--figure", "write the figure"), ("--csv", "write the table")):
+        p.add_argument(a, default="slack" if a == "--planner" else None, help=h)
+    p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE", help="planner parameter")
+    p.add_argument("--budget", type=_budget_value, default=0.5, help="activation budget (default 0.5)")
+    p.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when present, else cpu")
+
+
+@command("measure", "run keep-all, recompute-all and a plan of a real PyTorch model: measured vs simulated", _measure_args)
+def _measure(args, console) -> int:
+    from .torch.measure import run_cli
+
+    return run_cli(args, console)
+
+
 from . import cli_extra as _cli_extra  # noqa: E402, F401  (registers calibrate, sensitivity, robustness)
 
 if __name__ == "__main__":

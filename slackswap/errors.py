@@ -44,3 +44,7 @@ def require(cond: bool, field: str, message: str, exc: type[SlackSwapError] = Sl
     """Raise ``exc`` naming ``field`` unless ``cond`` holds (never ``assert``: stripped by -O)."""
     if not cond:
         raise exc(f"{field}: {message}")
+
+
+class ExecutionError(SlackSwapError):
+    """A real training step does not match the traced graph its plan was made for."""

@@ -39,6 +39,7 @@ class Schedule:
     stage_first_step: dict[int, int] = field(default_factory=dict)
     recomputed: list[int] = field(default_factory=list)  # op ids re-run in the backward pass
     reads: list[tuple[int, ...]] = field(default_factory=list)  # per step: tensors it reads, in order
+    tensor_spans: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # fixed lives per tensor id
 
     @property
     def n_steps(self) -> int:
@@ -82,6 +83,7 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
         if op.workspace_bytes:
             intervals.append((op.id, op.id, op.workspace_bytes, f"ws:{op.name}"))
     resident: set[int] = set()
+    spans: dict[int, list[tuple[int, int]]] = {}
     swap_fwd: dict[int, tuple[int, int]] = {}
     bwd_alloc: dict[int, int] = {}      # tensor -> step it (re)appears in the backward pass
     keep_from: dict[int, int] = {}      # KEEP tensors: producer step
@@ -97,6 +99,7 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
             swap_fwd[t.id] = (t.producer, max(last_fwd[t.id], t.producer))
         else:  # RECOMPUTE, or not a planning tensor: freed after its last forward use
             intervals.append((t.producer, max(last_fwd[t.id], t.producer), t.bytes, t.name))
+            spans.setdefault(t.id, []).append(intervals[-1][:2])
 
     # ---- backward: stages n-1 .. 0 ----
     use_steps: dict[int, list[int]] = {}
@@ -165,6 +168,7 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
             intervals.append((0, last_step, t.bytes, t.name))
         elif t.id in keep_from:
             intervals.append((keep_from[t.id], max(u) if u else keep_from[t.id], t.bytes, t.name))
+            spans.setdefault(t.id, []).append(intervals[-1][:2])
         elif t.id in swap_fwd:
             if u:
                 swap_bwd[t.id] = (min(u), max(u))
@@ -172,13 +176,14 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
                     uses[s].append(t.id)
         elif t.id in bwd_alloc:
             intervals.append((bwd_alloc[t.id], max(u), t.bytes, f"re:{t.name}"))
+            spans.setdefault(t.id, []).append(intervals[-1][:2])
     for s in range(len(uses)):
         uses[s].sort()
     reads = [tuple(dict.fromkeys(ops[o].saves if k == BWD else ops[o].inputs)) if o >= 0 else ()
              for k, o in zip(kinds, step_ops, strict=True)]
     return Schedule(kinds=kinds, ops=step_ops, stage=stage, n_fwd=n, intervals=intervals, uses=uses,
                     swap_fwd=swap_fwd, swap_bwd=swap_bwd, stage_first_step=stage_first,
-                    recomputed=recomputed, reads=reads)
+                    recomputed=recomputed, reads=reads, tensor_spans=spans)
 
 
 def memory_floor(graph: Graph) -> tuple[int, str]:

@@ -25,4 +25,11 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without 
 
     block_layers = trace
 
-__all__ = ["TraceInfo", "block_layers", "measured_costs", "trace"]
+try:
+    from .executor import ExecStats, apply, run_step
+except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without torch
+    if exc.name != "torch":
+        raise
+    apply = run_step = ExecStats = trace
+
+__all__ = ["ExecStats", "TraceInfo", "apply", "block_layers", "measured_costs", "run_step", "trace"]

@@ -1,0 +1,95 @@
+"""Saved-activation accounting, step by step, for a run and for the simulator (docs/executor.md).
+
+Both sides count the same thing: the bytes of *planning tensors* (tensors some backward op saves)
+resident on the device at each compute step, with the lifetimes of docs/timeline.md sections 2-3:
+a tensor is counted from its producer's forward step; a KEEP tensor until its last backward use;
+a RECOMPUTE or SWAP tensor until its last forward use, then again from its re-run step (RECOMPUTE)
+or the first step of its issue stage (SWAP) until its last backward use. Gradients, workspaces,
+step inputs and unsaved intermediates are left out; the D2H copy of a SWAP tensor is taken as done
+when its forward use ends (on CPU the copy is synchronous, in the pack hook).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..plan import Decision
+
+
+def peak_of(spans, n_steps: int) -> int:
+    """Largest sum over steps of ``bytes`` of the ``(first, last, bytes)`` spans alive there."""
+    if not spans:
+        return 0
+    diff = np.zeros(n_steps + 2, dtype=np.int64)
+    for a, f, b in spans:
+        diff[a] += b
+        diff[f + 1] -= b
+    return int(np.cumsum(diff).max())
+
+
+def simulated_saved_peak(graph, plan, issue_points: dict[int, int]) -> int:
+    """The saved-activation peak of ``plan`` on ``graph`` by the simulator's compiled schedule
+    (same decisions, same issue stages), counted as described in this module's docstring."""
+    from ..timeline.schedule import compile_schedule
+
+    sched = compile_schedule(graph, plan.decisions)
+    planning = {t.id for t in graph.planning_tensors()}
+    spans = []
+    for tid, lives in sched.tensor_spans.items():
+        if tid in planning:
+            spans += [(a, f, graph.tensors[tid].bytes) for a, f in lives]
+    for tid, (p, lf) in sched.swap_fwd.items():
+        spans.append((p, lf, graph.tensors[tid].bytes))
+    for tid, (_, f) in sched.swap_bwd.items():
+        spans.append((sched.stage_first_step[issue_points[tid]], f, graph.tensors[tid].bytes))
+    return peak_of(spans, sched.n_steps)
+
+
+def first_use_stages(graph, plan) -> dict[int, int]:
+    """Per swapped tensor: the backward stage of its first use (the latest allowed issue point)."""
+    from ..timeline.schedule import compile_schedule
+
+    sched = compile_schedule(graph, plan.decisions)
+    return {t: sched.stage[u] for t, (u, _) in sched.swap_bwd.items()}
+
+
+def h2d_order(graph, plan) -> list[int]:
+    from ..timeline.schedule import compile_schedule
+
+    return compile_schedule(graph, plan.decisions).h2d_queue()
+
+
+def resolved_issue_points(problem, plan) -> dict[int, int]:
+    """The issue stage of every swapped tensor as ``simulate`` places it (the plan's own points,
+    the others by the budget rule of docs/timeline.md section 3)."""
+    from ..timeline.simulate import issue_points
+
+    return issue_points(problem, plan)
+
+
+def pack_ops(graph) -> tuple[int, ...]:
+    """Per pack call of the trace: the graph op whose backward needs it (-1 when unknown).
+
+    Pack calls come in forward op order and belong to an op that saves their tensor, so each is
+    given the first op at or after the previous call's op that saves it.
+    """
+    info = graph.spec
+    given = getattr(info, "pack_op", None)
+    if given:
+        return tuple(given)
+    saves = [set(op.saves) for op in graph.ops]
+    out, cur = [], 0
+    for tid in info.pack_order:
+        if tid < 0:
+            out.append(-1)
+            continue
+        o = next((i for i in range(cur, len(saves)) if tid in saves[i]), None)
+        if o is None:
+            o = next((i for i in graph.saved_by[tid]), -1)
+        out.append(o)
+        cur = max(cur, o)
+    return tuple(out)
+
+
+def count_decisions(plan) -> dict[str, int]:
+    return {d.value: len(plan.ids(d)) for d in Decision}

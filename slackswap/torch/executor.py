@@ -1,0 +1,400 @@
+"""Run one real training step under a plan: ``apply(model, plan, graph)`` (docs/executor.md).
+
+>>> import torch
+>>> from slackswap import Decision, Plan
+>>> from slackswap.torch import apply, trace
+>>> net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+>>> x = (torch.randn(4, 8),)
+>>> g = trace(net, x, device="cpu")
+>>> plan = Plan({t.id: Decision.RECOMPUTE for t in g.planning_tensors()})
+>>> with apply(net, plan, g) as run:
+...     net(*x).sum().backward()
+>>> run.stats.recomputed_ops          # the tanh's input (addmm), then the tanh
+2
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import ExecutionError
+from ..plan import Decision
+from . import _ledger
+from ._check import check_plan
+from ._record import Recorder, Ref, describe, replay, storage_key, view_of
+
+_node_seq = torch._C._current_autograd_node
+
+
+@dataclass
+class ExecStats:
+    """What the hooks counted in one step. ``peak_saved_bytes``: the saved-activation peak by the
+    accounting of docs/executor.md (None when not tracked)."""
+
+    packs: int = 0
+    recomputed_ops: int = 0
+    swapped_bytes: int = 0
+    fetched_bytes: int = 0
+    prefetched: int = 0
+    peak_saved_bytes: int | None = None
+    decisions: dict | None = None
+
+
+class _Handle:
+    __slots__ = ("k", "tid", "ref", "t")
+
+    def __init__(self, k, tid, ref, t=None):
+        self.k, self.tid, self.ref, self.t = k, tid, ref, t
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """The whole storage of ``t`` as a 1-d uint8 tensor."""
+    return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+
+
+class Execution:
+    """The context of one planned step; see ``apply``."""
+
+    def __init__(self, model, plan, graph, *, problem=None, issue_points=None, track=True):
+        check_plan(plan, graph)
+        self.model, self.plan, self.graph, self.info = model, plan, graph, graph.spec
+        self.dec = dict(plan.decisions)
+        self.device = next((p.device for p in model.parameters()), torch.device("cpu"))
+        self.cuda = self.device.type == "cuda"
+        swaps = plan.ids(Decision.SWAP)
+        if issue_points is None:
+            issue_points = (_ledger.resolved_issue_points(problem, plan) if problem is not None
+                            else dict(plan.issue_points))
+        first = _ledger.first_use_stages(graph, plan)
+        self.issue = {t: issue_points.get(t, first[t]) for t in swaps if t in first}
+        self.h2d_queue = [t for t in _ledger.h2d_order(graph, plan) if t in self.issue]
+        self.pack_op = _ledger.pack_ops(graph)
+        self.track = track
+        needs_rec = track or bool(plan.ids(Decision.RECOMPUTE))
+        self.rec = Recorder(expected=self.info.aten_ops or None) if needs_rec else None
+        self.stats = ExecStats(decisions=_ledger.count_decisions(plan))
+        self.k = 0
+        self.backward = False
+        self.keep: dict[int, torch.Tensor] = {}      # KEEP tensors a replay may read
+        self.tid_rec: dict = {}                      # planning tid -> its StorageRec
+        self.buffers = frozenset(storage_key(b) for b in model.buffers())
+        self.host: dict[int, tuple] = {}             # SWAP: tid -> (host buffer, d2h event)
+        self.cache: dict[tuple, torch.Tensor] = {}   # fetched / rebuilt storages (flat or base)
+        self.h2d_done: dict[tuple, object] = {}      # CUDA: prefetches not yet waited for
+        self.uses: Counter = Counter()
+        self.first_step: dict[int, int] = {}         # planning tid -> forward step it was made
+        self.fwd_end: dict[int, int] = {}
+        self.spans: list = []
+        self.open: dict[tuple, list] = {}            # cache key -> [tid, first step, last step]
+        self.step = 0
+        self.stage = None
+        self.stage_uses: list = []
+        self.q_next = 0
+        self._stack = None
+        if self.cuda:
+            self.d2h_stream, self.h2d_stream = torch.cuda.Stream(), torch.cuda.Stream()
+
+    # ---- context ----
+    def __enter__(self):
+        self._stack = contextlib.ExitStack()
+        if self.rec is not None:
+            self._stack.enter_context(self.rec)
+        self._stack.enter_context(torch.autograd.graph.saved_tensors_hooks(self._pack_hook, self._unpack_hook))
+        return self
+
+    def __exit__(self, *exc):
+        self._stack.close()
+        if exc[0] is None and self.backward:
+            self._close_stage()
+            if self.track:
+                for key in list(self.open):
+                    self._release(key)
+                self.stats.peak_saved_bytes = _ledger.peak_of(self.spans, self.step + 1)
+        return False
+
+    # ---- forward ----
+    def _pack_hook(self, t):
+        if self.rec is None:
+            return self._pack(t)
+        was, self.rec.active = self.rec.active, False
+        try:
+            return self._pack(t)
+        finally:
+            self.rec.active = was and not self.backward
+
+    def _unpack_hook(self, h):
+        if self.rec is None:
+            return self._unpack(h)
+        was, self.rec.active = self.rec.active, False
+        try:
+            return self._unpack(h)
+        finally:
+            self.rec.active = was and not self.backward
+
+    def _pack(self, t):
+        k = self.k
+        self.k += 1
+        if self.backward:
+            return t
+        order = self.info.pack_order
+        if k >= len(order):
+            raise ExecutionError(f"model: the step saves more tensors than its trace ({len(order)}); "
+                                 "the model or its input shapes differ from the traced ones")
+        self.stats.packs += 1
+        tid = order[k]
+        if tid < 0:
+            return t
+        nb = t.untyped_storage().nbytes()
+        if nb != self.graph.tensors[tid].bytes:
+            raise ExecutionError(f"model: saved tensor {k} has {nb} bytes, the trace's tensor {tid} "
+                                 f"({self.graph.tensors[tid].name}) {self.graph.tensors[tid].bytes}; "
+                                 "the model or its input shapes differ from the traced ones")
+        d = self.dec[tid]
+        rec = self.rec.live.get(storage_key(t)) if self.rec is not None else None
+        if rec is not None:
+            rec.tid = tid
+            self.tid_rec.setdefault(tid, rec)
+        self.uses[("t", tid)] += 1
+        if self.track and tid not in self.first_step:
+            self.first_step[tid] = rec.created_step if rec is not None else max(self.rec.step - 1, 0)
+        if d is Decision.KEEP:
+            base = t.detach()
+            self.keep.setdefault(tid, base)
+            return _Handle(k, tid, None, base)
+        if d is Decision.SWAP:
+            if tid not in self.host:
+                self.host[tid] = self._d2h(t)
+                self.stats.swapped_bytes += nb
+            return _Handle(k, tid, describe(t, None))
+        if rec is None:
+            raise ExecutionError(f"plan.decisions[{tid}] ({self.graph.tensors[tid].name}): recompute "
+                                 "of a tensor whose producing op was not seen in this step")
+        return _Handle(k, tid, describe(t, rec))
+
+    def _d2h(self, t):
+        flat = _flat(t)
+        if not self.cuda:
+            return flat.clone(), None
+        buf = torch.empty(flat.numel(), dtype=torch.uint8, pin_memory=True)
+        self.d2h_stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.d2h_stream):
+            buf.copy_(flat, non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record()
+        flat.record_stream(self.d2h_stream)
+        return buf, ev
+
+    # ---- backward ----
+    def _begin_backward(self):
+        self.backward = True
+        n = len(self.info.pack_order)
+        if self.k != n:
+            raise ExecutionError(f"model: the step saved {self.k} tensors, its trace {n}; the model or "
+                                 "its input shapes differ from the traced ones")
+        if self.rec is not None:
+            self.rec.check_complete()
+            self.rec.active = False
+            self.step = self.rec.step
+            for tid, rec in self.tid_rec.items():
+                self.fwd_end[tid] = max(rec.last_read_step, rec.created_step)
+        # replay reads, counted once per rebuilt storage version
+        seen = set()
+
+        def visit(rec, version):
+            for call, _ in rec.calls[:version]:
+                for ref in call.leaves:
+                    if isinstance(ref, Ref) and ref.rec is not None and ref.rec is not rec:
+                        key = self._key(ref)
+                        self.uses[key] += 1
+                        if key[0] == "r" and key not in seen:
+                            seen.add(key)
+                            visit(ref.rec, ref.version)
+        for tid in self.plan.ids(Decision.RECOMPUTE):
+            rec = self.tid_rec.get(tid)
+            if rec is not None and ("t", tid) not in seen:
+                seen.add(("t", tid))
+                visit(rec, len(rec.calls))
+        for tid in list(self.keep):
+            if self.uses[("k", tid)] == 0:
+                del self.keep[tid]
+        if self.track:
+            for tid, a in self.first_step.items():
+                if self.dec[tid] is not Decision.KEEP:
+                    self.spans.append((a, self.fwd_end.get(tid, a), self.graph.tensors[tid].bytes))
+                else:
+                    self.open[("t", tid)] = [tid, a, self.fwd_end.get(tid, a)]
+
+    def _key(self, ref: Ref) -> tuple:
+        """Cache key of what a replay reads: a planning tensor by decision, else a storage."""
+        tid = ref.rec.tid
+        if tid is None:
+            return ("r", id(ref.rec), ref.version)
+        if self.dec[tid] is Decision.KEEP:
+            return ("k", tid)
+        return ("t", tid)
+
+    def _unpack(self, h):
+        if not isinstance(h, _Handle):
+            return h
+        if not self.backward:
+            self._begin_backward()
+        stage = self.pack_op[h.k]
+        node = _node_seq()
+        node = node._sequence_nr() if node is not None else None
+        if self.stage is None or node != self.stage[1]:
+            self._close_stage()
+            self._open_stage(stage, node)
+        tid = h.tid
+        if self.dec[tid] is Decision.KEEP:
+            out = h.t
+        elif self.dec[tid] is Decision.SWAP:
+            out = view_of(self._fetch(tid), h.ref)
+        else:
+            out = view_of(self._rebuild(h.ref.rec, h.ref.version, ("t", tid)), h.ref)
+        self._use(("t", tid), None)
+        return out
+
+    def _open_stage(self, stage, node):
+        self.stage = (stage, node)
+        self.stage_first = self.step
+        self.stage_uses = []
+        while self.q_next < len(self.h2d_queue) and stage >= 0 and self.issue[self.h2d_queue[self.q_next]] >= stage:
+            tid = self.h2d_queue[self.q_next]
+            self.q_next += 1
+            if ("t", tid) not in self.cache:
+                self._fetch(tid, use=False)
+                self.stats.prefetched += 1
+
+    def _close_stage(self):
+        if self.stage is None:
+            return
+        s = self.step
+        self.step += 1
+        for key in self.stage_uses:
+            self._touch(key, s)
+        self.stage = None
+
+    def _fetch(self, tid, use=True):
+        """The device copy of swapped ``tid``: copied back now, or the prefetched one. On CUDA the
+        copy runs on the H2D stream; the compute stream waits for it only at a use."""
+        key = ("t", tid)
+        if key in self.cache:
+            if use and key in self.h2d_done:
+                torch.cuda.current_stream().wait_event(self.h2d_done.pop(key))
+            return self.cache[key]
+        buf, ev = self.host[tid]
+        if self.cuda:
+            self.h2d_stream.wait_event(ev)
+            with torch.cuda.stream(self.h2d_stream):
+                flat = buf.to(self.device, non_blocking=True)
+                done = torch.cuda.Event()
+                done.record()
+            flat.record_stream(torch.cuda.current_stream())
+            if use:
+                torch.cuda.current_stream().wait_event(done)
+            else:
+                self.h2d_done[key] = done
+        else:
+            flat = buf.clone()
+        self.stats.fetched_bytes += buf.numel()
+        self.cache[key] = flat
+        self._alloc(key, tid, self.stage_first if self.stage is not None else self.step)
+        return flat
+
+    def _rebuild(self, rec, version, key):
+        if key in self.cache:
+            return self.cache[key]
+        base = None
+        for i, (call, out_i) in enumerate(rec.calls[:version]):
+            def resolve(ref, base=base):
+                if ref.rec is None:
+                    return ref.const
+                if ref.rec is rec:
+                    return view_of(base, ref)
+                return view_of(self._input(ref), ref)
+            outs = replay(call, resolve, self.buffers)
+            s = self.step
+            self.step += 1
+            self.stats.recomputed_ops += not call.fused
+            for ref in call.leaves:
+                if isinstance(ref, Ref) and ref.rec is not None and ref.rec is not rec:
+                    self._use(self._key(ref), s)
+            if i == 0:
+                base = outs[out_i]
+                for j, other in call.created:   # the re-run also made these: keep the needed ones
+                    if other is not rec and (other.tid is None or self.dec[other.tid] is Decision.RECOMPUTE):
+                        k2 = ("t", other.tid) if other.tid is not None else ("r", id(other), 1)
+                        if self.uses[k2] > 0 and k2 not in self.cache and len(other.calls) == 1:
+                            self.cache[k2] = outs[j]
+                            self._alloc(k2, other.tid, s)
+        self.cache[key] = base
+        self._alloc(key, rec.tid, self.step - 1)
+        return base
+
+    def _input(self, ref):
+        key = self._key(ref)
+        if key[0] == "k":
+            return self.keep[key[1]]
+        if key[0] == "t" and self.dec[key[1]] is Decision.SWAP:
+            return self._fetch(key[1])
+        return self._rebuild(ref.rec, ref.version, key)
+
+    # ---- accounting ----
+    def _alloc(self, key, tid, step):
+        if self.track and tid is not None and key[0] == "t":
+            self.open[key] = [tid, step, step]
+
+    def _use(self, key, step):
+        """One use of ``key`` at ``step`` (None: the backward step of the current stage)."""
+        self.uses[key] -= 1
+        if key[0] == "k":
+            if self.uses[key] <= 0:
+                self.keep.pop(key[1], None)
+            key = ("t", key[1])
+        if step is None:
+            self.stage_uses.append(key)
+        else:
+            self._touch(key, step)
+
+    def _touch(self, key, step):
+        if key in self.open:
+            self.open[key][2] = max(self.open[key][2], step)
+        if self.uses[key] <= 0 and (key[0] != "t" or self.uses[("k", key[1])] <= 0):
+            self._release(key)
+
+    def _release(self, key):
+        self.cache.pop(key, None)
+        self.h2d_done.pop(key, None)
+        span = self.open.pop(key, None)
+        if span is not None:
+            self.spans.append((span[1], span[2], self.graph.tensors[span[0]].bytes))
+
+
+def apply(model, plan, graph, *, problem=None, issue_points=None, track=True) -> Execution:
+    """A context manager that runs the training step written inside it under ``plan``.
+
+    ``graph``: the ``slackswap.torch.trace`` graph of the same model and input shapes. Inside the
+    ``with`` block run the forward, the loss and ``backward()``; every saved tensor is kept,
+    swapped to host or recomputed as the plan says. ``problem`` (optional): places the prefetch
+    of swapped tensors the plan gives no issue point for as ``simulate`` does (else at first use).
+    ``track``: record the saved-activation accounting (``run.stats.peak_saved_bytes``).
+    """
+    return Execution(model, plan, graph, problem=problem, issue_points=issue_points, track=track)
+
+
+def run_step(model, plan, graph, inputs, loss_fn=None, **kw) -> ExecStats:
+    """One forward + loss + backward of ``model`` on ``inputs`` under ``plan`` (the loss as in
+    ``trace``: ``loss_fn(output, *inputs)``, default ``output.loss`` or the output's sum)."""
+    from .trace import _default_loss
+
+    args = tuple(inputs.values()) if isinstance(inputs, dict) else tuple(inputs)
+    with apply(model, plan, graph, **kw) as run:
+        out = model(**inputs) if isinstance(inputs, dict) else model(*inputs)
+        loss = (loss_fn or _default_loss)(out, *args)
+        del out
+        loss.backward()
+    return run.stats

@@ -1,0 +1,153 @@
+"""slackswap.torch.apply: a real training step under a plan gives the unmodified step's gradients,
+re-runs and swaps what the plan says, and holds the saved activations the simulator counts."""
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from exec_models import build  # noqa: E402
+
+from slackswap import Decision, Plan, PlanError, Problem, planners  # noqa: E402
+from slackswap.errors import ExecutionError  # noqa: E402
+from slackswap.timeline.schedule import compile_schedule  # noqa: E402
+from slackswap.torch import (  # noqa: E402
+    _ledger,  # noqa: E402
+    apply,
+    run_step,
+    trace,
+)
+from slackswap.torch.trace import _default_loss  # noqa: E402
+
+_CACHE = {}
+
+
+def _setup(name):
+    if name not in _CACHE:
+        model, inputs = build(name)
+        graph = trace(model, inputs, device="cpu")
+        ref = copy.deepcopy(model)
+        args = tuple(inputs.values()) if isinstance(inputs, dict) else inputs
+        out = ref(**inputs) if isinstance(inputs, dict) else ref(*inputs)
+        _default_loss(out, *args).backward()
+        _CACHE[name] = (model, inputs, graph, [p.grad for p in ref.parameters()])
+    return _CACHE[name]
+
+
+def _plan(graph, kind):
+    """(plan, problem): an all-same plan (no budget) or the slack plan at a budget fraction."""
+    if kind in ("keep", "swap", "recompute"):
+        return (Plan({t.id: Decision(kind) for t in graph.planning_tensors()}),
+                Problem.build(graph, "a100-80gb", budget=None))
+    problem = Problem.build(graph, "a100-80gb", budget=float(kind.removeprefix("slack")))
+    return planners.get("slack").plan(problem), problem
+
+
+CASES = [(m, k) for m in ("gpt2", "bert", "llama", "cnn")
+         for k in ("keep", "recompute", "swap", "slack0.5", "slack0.3")]
+
+
+@pytest.mark.parametrize("name,kind", CASES)
+def test_plan_runs_exactly(name, kind):
+    model, inputs, graph, ref_grads = _setup(name)
+    plan, problem = _plan(graph, kind)
+    m = copy.deepcopy(model)
+    stats = run_step(m, plan, graph, inputs, problem=problem)
+    # fp32 on CPU: the same kernels on the same values, so the gradients are bitwise equal
+    for (pname, p), g in zip(m.named_parameters(), ref_grads, strict=True):
+        assert torch.equal(p.grad, g), f"{name}/{kind}: gradient of {pname} differs"
+    sched = compile_schedule(graph, plan.decisions)
+    assert stats.recomputed_ops == len(sched.recomputed)
+    assert stats.swapped_bytes == sum(graph.tensors[t].bytes for t in plan.ids(Decision.SWAP))
+    assert stats.fetched_bytes == stats.swapped_bytes
+    issue = _ledger.resolved_issue_points(problem, plan)
+    assert stats.peak_saved_bytes == _ledger.simulated_saved_peak(graph, plan, issue)
+    if kind == "recompute":
+        assert stats.recomputed_ops > 0
+    if kind == "swap":
+        assert stats.swapped_bytes == graph.saved_bytes()
+
+
+def test_prefetch_follows_the_issue_points():
+    model, inputs, graph, _ = _setup("gpt2")
+    plan = Plan({t.id: Decision.SWAP for t in graph.planning_tensors()})
+    first = _ledger.first_use_stages(graph, plan)
+    early = {t: len(graph.ops) - 1 for t in first}       # everything at the first backward stage
+    m = copy.deepcopy(model)
+    with apply(m, plan, graph, issue_points=early) as run_early:
+        m(**inputs).loss.backward()
+    m = copy.deepcopy(model)
+    with apply(m, plan, graph, issue_points=first) as run_late:
+        m(**inputs).loss.backward()
+    assert run_early.stats.prefetched == len(first)
+    assert run_early.stats.peak_saved_bytes == _ledger.simulated_saved_peak(graph, plan, early)
+    assert run_late.stats.peak_saved_bytes == _ledger.simulated_saved_peak(graph, plan, first)
+    assert run_late.stats.peak_saved_bytes < run_early.stats.peak_saved_bytes
+
+
+def test_a_plan_for_another_graph_is_refused():
+    model, inputs, graph, _ = _setup("cnn")
+    other = _setup("bert")[2]
+    plan = Plan({t.id: Decision.KEEP for t in other.planning_tensors()})
+    with pytest.raises(PlanError, match="planning tensors"):
+        apply(model, plan, graph)
+    keyed = Plan({t.id: Decision.KEEP for t in graph.planning_tensors()}, problem_key="0123456789abcdef")
+    with pytest.raises(PlanError, match="another graph"):
+        apply(model, keyed, graph)
+
+
+def test_a_model_that_no_longer_matches_its_trace_is_refused():
+    model, inputs, graph, _ = _setup("cnn")
+    plan = Plan({t.id: Decision.RECOMPUTE for t in graph.planning_tensors()})
+    changed = copy.deepcopy(model)
+    changed[1] = torch.nn.GELU()                      # tanh -> gelu: another aten op
+    with pytest.raises(ExecutionError, match="aten op 1 of the step is aten.gelu"):
+        run_step(changed, plan, graph, inputs)
+    bigger = (torch.randn(4, 3, 16, 16),)             # other shapes: other saved bytes
+    with pytest.raises(ExecutionError, match="bytes"):
+        run_step(copy.deepcopy(model), plan, graph, bigger)
+
+
+def test_doctests():
+    import doctest
+
+    from slackswap.torch import executor
+
+    assert doctest.testmod(executor).failed == 0
+
+
+def test_an_untraced_graph_is_refused():
+    from slackswap.synthetic import chain
+
+    g = chain(3, sizes=[2, 2, 2])
+    plan = Plan({t.id: Decision.KEEP for t in g.planning_tensors()})
+    with pytest.raises(ExecutionError, match="not a traced graph"):
+        apply(torch.nn.Linear(2, 2), plan, g)
+
+
+def test_buffers_are_written_once_under_recompute():
+    model, inputs, graph, _ = _setup("cnn")
+    plan = Plan({t.id: Decision.RECOMPUTE for t in graph.planning_tensors()})
+    a, b = copy.deepcopy(model), copy.deepcopy(model)
+    run_step(a, plan, graph, inputs)
+    b(*inputs).float().sum().backward()
+    for (n, x), y in zip(a.named_buffers(), b.buffers(), strict=True):
+        assert torch.equal(x, y), f"buffer {n} differs after re-runs"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", ["swap", "recompute", "slack0.5"])
+def test_cuda_streams_give_the_plain_gradients(kind):
+    model, inputs = build("gpt2")
+    model, inputs = model.cuda(), {k: v.cuda() for k, v in inputs.items()}
+    graph = trace(model, inputs, device="cuda")
+    ref = copy.deepcopy(model)
+    ref(**inputs).loss.backward()
+    plan, problem = _plan(graph, kind)
+    m = copy.deepcopy(model)
+    stats = run_step(m, plan, graph, inputs, problem=problem)
+    for p, q in zip(m.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=0, atol=0)
+    assert stats.swapped_bytes == sum(graph.tensors[t].bytes for t in plan.ids(Decision.SWAP))

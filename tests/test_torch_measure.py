@@ -1,0 +1,65 @@
+"""slackswap.torch.measure and ``slackswap measure``: measured vs simulated on the current device
+(CPU here); a plan over its budget still runs and is reported as exceeding it."""
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from slackswap import Decision, Plan, profile  # noqa: E402
+from slackswap.cli import main  # noqa: E402
+from slackswap.torch import zoo  # noqa: E402
+from slackswap.torch.measure import measure  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    model, inputs = zoo.build("gpt2-tiny")
+    return measure(model, inputs, budget=[0.5, 0.4], repeats=1, device="cpu"), model, inputs
+
+
+def test_rows_compare_each_plan_with_the_simulator(tiny):
+    m, _, _ = tiny
+    assert [r.plan for r in m.rows] == ["keep-all", "recompute-all", "slack@0.5", "slack@0.4"]
+    assert m.device == "cpu" and "hooks" in m.peak_kind
+    for r in m.rows:
+        assert r.peak == r.sim_peak > 0           # CPU: the hooks' count equals the schedule's
+        assert r.step_s > 0 and r.sim_step_s > 0 and len(r.step_all_s) == 1
+    keep, rec = m.rows[0], m.rows[1]
+    assert rec.recomputed_ops > 0 and keep.recomputed_ops == 0
+    assert not keep.fits and "NO" in m.table()["fits"][0]   # keep-all is over 50%
+    assert all(r.fits for r in m.rows[2:])
+    assert m.rows[3].budget_bytes < m.rows[2].budget_bytes
+
+
+def test_a_plan_over_the_budget_runs_and_is_flagged(tiny):
+    _, model, inputs = tiny
+    from slackswap.torch import trace
+
+    g = trace(model, inputs, device="cpu")
+    plan = Plan({t.id: Decision.KEEP for t in g.planning_tensors()}, planner="mine")
+    m = measure(model, inputs, plan=plan, budget=0.5, repeats=1, device="cpu")
+    row = m.rows[-1]
+    assert row.plan == "mine" and not row.fits and row.peak == row.sim_peak
+
+
+def test_cli_measure_writes_table_figure_and_profile(capsys, tmp_path):
+    out = {k: tmp_path / n for k, n in (("fig", "f.png"), ("csv", "t.csv"), ("prof", "p.json"))}
+    rc = main(["measure", "gpt2-tiny", "--repeats", "1", "--budget", "0.5", "--figure", str(out["fig"]),
+               "--csv", str(out["csv"]), "--profile-out", str(out["prof"])])
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert "step ratio" in text and "saved activations, hooks" in text
+    assert "keep-all: exceeds the budget" in text
+    assert out["fig"].stat().st_size > 0 and out["csv"].read_text().startswith("plan,")
+    g, costs = profile.load(out["prof"])          # docs/profile.md's whole-graph format
+    assert len(g.ops) == len(costs.fwd_s) > 10
+    assert json.loads(out["prof"].read_text())["device"] == "cpu"
+
+
+def test_cli_measure_unknown_model_is_one_error_line(capsys):
+    assert main(["measure", "no-such-model"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown torch model 'no-such-model'" in err[0]
