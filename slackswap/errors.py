@@ -27,6 +27,10 @@ class PlanError(SlackSwapError):
     """A plan does not match its problem (missing tensor, bad decision, bad file)."""
 
 
+class ParameterError(SlackSwapError):
+    """A planner parameter or a Python API argument has the wrong type or is out of range."""
+
+
 class BudgetError(SlackSwapError):
     """A memory budget outside the allowed range."""
 

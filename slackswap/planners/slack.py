@@ -55,12 +55,13 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from typing import Literal
 
-from ..errors import SlackSwapError
 from ..plan import Decision
+from ..schema import NonNegInt, PosInt, Schema
 from ._slack_improve import Fifo, Judge, issue_points, local_search, recompute_fit, rerun_closure
 from ._slack_keep import keep_greedy
-from .base import Tags, int_param, make_plan, register
+from .base import Tags, check_params, make_plan, register
 
 ORDERS = ("rebuild_per_byte", "size", "position")
 MODES = ("hybrid", "swap_only", "recompute_only")
@@ -68,18 +69,6 @@ PREFETCH = ("auto", "first_use", "lookahead")
 #: producer kinds whose outputs are cheap to regenerate (memory-bound, no tensor cores)
 CHEAP_KINDS = frozenset({"elementwise", "dropout", "norm"})
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
-
-
-def _choice(name, value, allowed):
-    if value not in allowed:
-        raise SlackSwapError(f"slack.{name}: got {value!r}; allowed: {', '.join(map(repr, allowed))}")
-    return value
-
-
-def _flag(name, value):
-    if not isinstance(value, bool):
-        raise SlackSwapError(f"slack.{name}: must be True or False, got {value!r}")
-    return value
 
 
 @register("slack")
@@ -110,18 +99,26 @@ class SlackPlanner:
     name = "slack"
     tags = Tags(exact=False, supports_swap=True, supports_recompute=True)
 
+    class Params(Schema):
+        order: Literal[ORDERS] = "rebuild_per_byte"
+        mode: Literal[MODES] = "hybrid"
+        prefetch: Literal[PREFETCH] = "auto"
+        min_swap_bytes: NonNegInt = 1 << 20
+        keep_tail: bool = True
+        regen_masks: bool = True
+        pack: bool = True
+        local_search: bool = True
+        max_sims: PosInt = 16
+
     def __init__(self, order: str = "rebuild_per_byte", mode: str = "hybrid", prefetch: str = "auto",
                  min_swap_bytes: int = 1 << 20, keep_tail: bool = True, regen_masks: bool = True,
                  pack: bool = True, local_search: bool = True, max_sims: int = 16):
-        self.order = _choice("order", order, ORDERS)
-        self.mode = _choice("mode", mode, MODES)
-        self.prefetch = _choice("prefetch", prefetch, PREFETCH)
-        self.min_swap_bytes = int_param("slack", "min_swap_bytes", min_swap_bytes)
-        self.keep_tail = _flag("keep_tail", keep_tail)
-        self.regen_masks = _flag("regen_masks", regen_masks)
-        self.pack = _flag("pack", pack)
-        self.local_search = _flag("local_search", local_search)
-        self.max_sims = int_param("slack", "max_sims", max_sims, 1)
+        p = check_params("slack", self.Params, order=order, mode=mode, prefetch=prefetch,
+                         min_swap_bytes=min_swap_bytes, keep_tail=keep_tail, regen_masks=regen_masks,
+                         pack=pack, local_search=local_search, max_sims=max_sims)
+        self.order, self.mode, self.prefetch = p.order, p.mode, p.prefetch
+        self.min_swap_bytes, self.keep_tail, self.regen_masks = p.min_swap_bytes, p.keep_tail, p.regen_masks
+        self.pack, self.local_search, self.max_sims = p.pack, p.local_search, p.max_sims
 
     @property
     def params(self) -> dict:
