@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
@@ -28,7 +28,7 @@ from .errors import ConfigError, SlackSwapError
 from .units import parse_bytes, parse_flops, parse_rate, parse_seconds
 
 __all__ = ["Bytes", "Fraction", "NonNegFloat", "NonNegInt", "PosFloat", "PosInt", "Rate", "Flops",
-           "Schema", "Seconds", "format_error", "parse", "check_type"]
+           "Schema", "Seconds", "check_type", "format_error", "parse", "unit"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -38,21 +38,24 @@ class Schema(BaseModel):
     allowed ones)."""
 
     model_config = ConfigDict(strict=True, allow_inf_nan=False, frozen=True, populate_by_name=True)
+    #: True for formats that carry keys the toolkit does not read (HF config.json): ignore them
+    open_keys: ClassVar[bool] = False
 
     @model_validator(mode="before")
     @classmethod
     def _no_unknown_keys(cls, data):
-        if isinstance(data, dict):
+        if isinstance(data, dict) and not cls.open_keys:
             allowed = {f.alias or n for n, f in cls.model_fields.items()} | set(cls.model_fields)
             extra = [k for k in data if k not in allowed]
             if extra:
                 shown = sorted(f.alias or n for n, f in cls.model_fields.items())
-                raise PydanticCustomError("unknown_key", "unknown key {key}; allowed: {allowed}",
-                                          {"key": repr(extra[0]), "allowed": ", ".join(shown)})
+                raise PydanticCustomError("unknown_key", "unknown key; allowed: {allowed}",
+                                          {"key": extra[0], "allowed": ", ".join(shown)})
         return data
 
 
-def _unit(fn: Callable) -> Callable:
+def unit(fn: Callable) -> Callable:
+    """A before-validator reading human units with ``fn`` (``units.parse_bytes`` etc.)."""
     def check(value):
         if value is None:
             return value
@@ -72,13 +75,13 @@ def _positive(value):
 
 
 #: byte count: an int or a string such as "24GiB" (>= 0)
-Bytes = Annotated[int, BeforeValidator(_unit(parse_bytes))]
+Bytes = Annotated[int, BeforeValidator(unit(parse_bytes))]
 #: bytes per second: a number or a string such as "25GB/s" (> 0)
-Rate = Annotated[float, BeforeValidator(_positive), BeforeValidator(_unit(parse_rate))]
+Rate = Annotated[float, BeforeValidator(_positive), BeforeValidator(unit(parse_rate))]
 #: FLOP per second: a number or a string such as "312TFLOP/s" (> 0)
-Flops = Annotated[float, BeforeValidator(_positive), BeforeValidator(_unit(parse_flops))]
+Flops = Annotated[float, BeforeValidator(_positive), BeforeValidator(unit(parse_flops))]
 #: seconds: a number or a string such as "10us" (>= 0)
-Seconds = Annotated[float, BeforeValidator(_unit(parse_seconds))]
+Seconds = Annotated[float, BeforeValidator(unit(parse_seconds))]
 PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 PosFloat = Annotated[float, Field(gt=0)]
@@ -136,7 +139,7 @@ def _what(e: dict) -> str:
             text = _EXPECTED[kind].format(**ctx) if kind in _EXPECTED else e["msg"]
         except (KeyError, IndexError):
             text = e["msg"]
-    return re.sub(r"[;,] got .*$", "", text)   # the value is appended once, by format_error
+    return text
 
 
 def _is_type_error(e: dict) -> bool:
@@ -150,11 +153,11 @@ def format_error(err: ValidationError, where: str = "", prefix: tuple = ()) -> s
     strip = lambda e: tuple(p for p in e["loc"] if not _is_tag(p))  # noqa: E731
     depth = max(len(strip(e)) for e in errors)      # the most specific (a union's deepest member)
     deepest = [e for e in errors if len(strip(e)) == depth]
-    loc = strip(deepest[0])
-    same = [e for e in deepest if strip(e) == loc]
+    same = [e for e in deepest if strip(e) == strip(deepest[0])]
     if not all(_is_type_error(e) for e in same):    # a member of the right type says what is wrong
         same = [e for e in same if not _is_type_error(e)]
     e = same[0]
+    loc = strip(e) + ((e["ctx"]["key"],) if e["type"] == "unknown_key" else ())  # the key ends the path
     whats = []
     for other in same:
         if _what(other) not in whats:
@@ -163,6 +166,8 @@ def format_error(err: ValidationError, where: str = "", prefix: tuple = ()) -> s
     head = ": ".join(x for x in (where, _path(tuple(prefix) + loc)) if x)
     whole = isinstance(e["input"], dict) and e["type"] == "value_error"   # a cross-field check
     got = "" if whole or e["type"] in ("missing", "unknown_key") else f"; got {_short(e['input'])}"
+    if got:
+        what = re.sub(r"[;,] got [^;]*$", "", what)    # the value is given once, at the end
     return f"{head}: {what}{got}" if head else f"{what}{got}"
 
 

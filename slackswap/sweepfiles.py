@@ -68,7 +68,7 @@ class SweepFile(Schema):
     name: str | None = None
     description: str = ""
     models: Names
-    hardware: Names = "a100-80gb"
+    hardware: Names = ["a100-80gb"]
     budgets: Annotated[list[Budget], Field(min_length=1)] | BudgetRange
     planners: Annotated[str, Field(min_length=1)] | list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     planner_params: dict[str, dict[str, Any]] | None = None

@@ -108,7 +108,7 @@ def get(name: str, **params) -> Planner:
         allowed = [k for k, p in sig.parameters.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
         bad = [k for k in params if k not in allowed]
         if bad:
-            raise ParameterError(f"{name}: unknown parameter {bad[0]!r}; allowed: {', '.join(allowed) or 'none'}")
+            raise ParameterError(f"{name}: {bad[0]}: unknown parameter; allowed: {', '.join(allowed) or 'none'}")
     try:
         return factory(**params)
     except TypeError as e:
