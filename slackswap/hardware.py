@@ -288,7 +288,13 @@ def load(name: str, link: str | Link | None = None, **link_changes) -> Hardware:
     The file is parsed by ``HardwareFile``: a bad key raises ``ConfigError`` naming the file and
     the key (``h100.toml: gpu.efficiency.matmul: ...``)."""
     path = _find(name, hardware_dir(), available, "hardware")
-    doc = parse(HardwareFile, _read_toml(path), path.name)
+    hw = hardware_from_dict(_read_toml(path), path.name, path.stem)
+    return hw.with_link(link, **link_changes) if (link is not None or link_changes) else hw
+
+
+def hardware_from_dict(table, where: str = "hardware", default_name: str = "custom") -> Hardware:
+    """A ``Hardware`` from a document in the hardware-file format (``HardwareFile``)."""
+    doc = parse(HardwareFile, table, where)
     sources = doc.sources
     g = doc.gpu
     eff = {k: (Efficiency.constant(v, c.per) if isinstance(v, float) else v.efficiency())
@@ -301,9 +307,8 @@ def load(name: str, link: str | Link | None = None, **link_changes) -> Hardware:
         the_link = load_link(doc.link)
     else:
         link_sources = {k[5:]: v for k, v in sources.items() if k.startswith("link.")}
-        the_link = _changed_link(doc.link, doc.name or path.stem, f"{path.name}: link", link_sources)
-    hw = Hardware(doc.name or path.stem, gpu, the_link, doc.description)
-    return hw.with_link(link, **link_changes) if (link is not None or link_changes) else hw
+        the_link = _changed_link(doc.link, doc.name or default_name, f"{where}: link", link_sources)
+    return Hardware(doc.name or default_name, gpu, the_link, doc.description)
 
 
 def load_link(name: str) -> Link:
@@ -313,8 +318,13 @@ def load_link(name: str) -> Link:
             and (folder / f"{name}-x16.toml").exists():
         name = f"{name}-x16"
     path = _find(name, folder, available_links, "link")
-    t = parse(LinkTable, _read_toml(path), path.name)
-    return _link(t, t.name or path.stem, t.sources)
+    return link_from_file_dict(_read_toml(path), path.name, path.stem)
+
+
+def link_from_file_dict(table, where: str = "link", default_name: str = "custom") -> Link:
+    """A ``Link`` from a document in the link-file format (``LinkTable``)."""
+    t = parse(LinkTable, table, where)
+    return _link(t, t.name or default_name, t.sources)
 
 
 def link_from_dict(table: dict, name: str = "custom", where: str = "link") -> Link:

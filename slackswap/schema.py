@@ -107,7 +107,7 @@ _EXPECTED = {
 def _path(loc) -> str:
     out = ""
     for part in loc:
-        if isinstance(part, int):
+        if isinstance(part, int) or (isinstance(part, str) and part.isdigit()):
             out += f"[{part}]"
         elif isinstance(part, str) and part.isidentifier():
             out += f".{part}" if out else part

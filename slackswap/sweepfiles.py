@@ -20,7 +20,7 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["SWEEP_KEYS", "load_sweep", "run_sweep_file", "sweeps_dir"]
+__all__ = ["SWEEP_KEYS", "load_sweep", "run_sweep_file", "sweep_from_dict", "sweeps_dir"]
 
 
 def _budget(value):
@@ -111,12 +111,17 @@ def load_sweep(path) -> dict:
         raise ConfigError(f"{p.name}: not valid TOML ({e})") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{p.name}: cannot read {p}: {e}") from None
-    f = parse(SweepFile, doc, p.name)
+    return sweep_from_dict(doc, p.name, p.stem)
+
+
+def sweep_from_dict(doc, where: str = "sweep", default_name: str = "sweep") -> dict:
+    """``load_sweep`` of an already-parsed document (``where`` names it in errors)."""
+    f = parse(SweepFile, doc, where)
     budgets = f.budgets.values() if isinstance(f.budgets, BudgetRange) else list(f.budgets)
     params = f.planner_params
     if f.variants is not None:
         params = [(v.label, v.planner, dict(v.params)) for v in f.variants]
-    out = {"name": f.name or p.stem, "description": f.description, "models": f.models,
+    out = {"name": f.name or default_name, "description": f.description, "models": f.models,
            "hardware": f.hardware, "budgets": budgets, "planners": f.planners,
            "planner_params": params, "link": f.links, "overrides": f.overrides,
            "workers": f.workers, "bound": f.bound, "by": f.by}
@@ -130,7 +135,7 @@ def load_sweep(path) -> dict:
             except SlackSwapError as exc:
                 raise ConfigError(f"planner {label!r}: {exc}") from None
     except ConfigError as exc:
-        raise ConfigError(f"{p.name}: {exc}") from None
+        raise ConfigError(f"{where}: {exc}") from None
     return out
 
 
