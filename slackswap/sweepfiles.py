@@ -51,9 +51,12 @@ class BudgetRange(Schema):
             raise ValueError(f"stop ({self.stop}) must be >= start ({self.start})")
         return self
 
+    def count(self) -> int:
+        """How many budgets the range holds (known before the list is made)."""
+        return int(round((self.stop - self.start) / self.step)) + 1
+
     def values(self) -> list[float]:
-        n = int(round((self.stop - self.start) / self.step))
-        return [round(self.start + i * self.step, 6) for i in range(n + 1)]
+        return [round(self.start + i * self.step, 6) for i in range(self.count())]
 
 
 class Variant(Schema):
