@@ -285,7 +285,10 @@ def _api(problem):
     result = simulate(problem, plan)
     keep = {t: "keep" for t in problem.planning_ids}
     a100 = hardware.load("a100-80gb")
+    changed = planners.get("milp")
+    changed.allow_swap = "no"    # a parameter changed on the object is checked when it plans
     return [
+        (lambda: changed.plan(problem), ParameterError, "milp: allow_swap: expected true or false; got 'no'"),
         (lambda: Problem.build("tiny", 5), ParameterError, "Problem.build(hardware): expected a hardware preset name"),
         (lambda: Problem.build(5), ParameterError, "Problem.build(model): expected a model preset name"),
         (lambda: Problem.build("tiny", cost_mode=1), ParameterError, "Problem.build(cost_mode): expected"),
@@ -359,7 +362,7 @@ def tiny():
 
 def test_api_calls_with_wrong_arguments_get_one_clear_error(tiny):
     calls = _api(tiny)
-    assert len(calls) >= 40
+    assert len(calls) >= 41
     for call, exc, text in calls:
         with pytest.raises(exc) as ei:
             call()

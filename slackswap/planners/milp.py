@@ -86,13 +86,12 @@ class MilpPlanner:
                  allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
                  max_exact_tensors: int = 40, aggregate_nodes: int = 20, aggregate_time_s: float = 60.0,
                  presolve="auto"):
-        self.solver, self.time_limit_s, self.mip_rel_gap = solver, time_limit_s, mip_rel_gap
-        self.threads, self.seed, self.warm_start, self.write_lp = threads, seed, warm_start, write_lp
-        self.allow_swap, self.allow_recompute, self.max_tree_nodes = allow_swap, allow_recompute, max_tree_nodes
-        self.max_exact_tensors, self.aggregate_time_s = max_exact_tensors, aggregate_time_s
-        self.aggregate_nodes = aggregate_nodes
-        self.presolve = presolve
-        self._check()
+        args = {k: v for k, v in locals().items() if k in self.Params.model_fields}
+        self._set(check_params("milp", self.Params, **args))
+
+    def _set(self, p: Params) -> None:
+        for k, v in p.model_dump().items():
+            setattr(self, k, v)
 
     @property
     def params(self) -> dict:
@@ -105,10 +104,7 @@ class MilpPlanner:
 
     def _check(self):
         """Parse the parameters (also after an attribute was changed) by ``Params``."""
-        p = check_params("milp", self.Params, **self.params, write_lp=self.write_lp,
-                         max_tree_nodes=self.max_tree_nodes)
-        for k, v in p.model_dump().items():
-            setattr(self, k, v)
+        self._set(check_params("milp", self.Params, **{k: getattr(self, k) for k in self.Params.model_fields}))
 
     def build(self, problem, deadline: float | None = None):
         """The built model (``.model`` has ``to_lp(path)`` / ``to_mps(path)``)."""
