@@ -14,9 +14,10 @@ class ConfigError(SlackSwapError):
 class UnknownNameError(SlackSwapError):
     """An unknown model, hardware or planner name; the message lists the known ones."""
 
-    def __init__(self, what: str, name: str, known: list[str] | tuple[str, ...]):
+    def __init__(self, what: str, name: str, known: list[str] | tuple[str, ...], where: str = ""):
         self.what, self.name, self.known = what, name, sorted(known)
-        super().__init__(f"unknown {what} {name!r}; known: {', '.join(self.known)}")
+        head = f"{where}: " if where else ""
+        super().__init__(f"{head}unknown {what} {name!r}; known: {', '.join(self.known)}")
 
 
 class GraphError(SlackSwapError):

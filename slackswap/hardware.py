@@ -304,7 +304,10 @@ def hardware_from_dict(table, where: str = "hardware", default_name: str = "cust
     gpu = Gpu(g.name, peak, g.hbm_bandwidth, g.memory, eff["matmul"], eff["attention"], eff["memory"],
               {k[4:]: v for k, v in sources.items() if k.startswith("gpu.")})
     if isinstance(doc.link, str):
-        the_link = load_link(doc.link)
+        try:
+            the_link = load_link(doc.link)
+        except UnknownNameError as exc:   # name the file that names the link
+            raise UnknownNameError(exc.what, exc.name, exc.known, where=f"{where}: link") from None
     else:
         link_sources = {k[5:]: v for k, v in sources.items() if k.startswith("link.")}
         the_link = _changed_link(doc.link, doc.name or default_name, f"{where}: link", link_sources)

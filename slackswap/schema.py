@@ -124,9 +124,18 @@ def _short(value) -> str:
 _UNION_TAGS = {"str", "int", "float", "bool", "none", "dict", "list", "tuple", "is-instance", "path"}
 
 
+def _schemas(cls=BaseModel) -> set[str]:
+    out = set()
+    for sub in cls.__subclasses__():
+        out |= {sub.__name__} | _schemas(sub)
+    return out
+
+
 def _is_tag(part) -> bool:
-    """A union member's tag in an error location (``write_lp.str``), not a field name."""
-    return isinstance(part, str) and (part in _UNION_TAGS or "[" in part or "-" in part or part[:1].isupper())
+    """A union member's tag in an error location (``write_lp.str``, ``budgets.BudgetRange``),
+    not a field name or a key."""
+    return isinstance(part, str) and (part in _UNION_TAGS or "[" in part or part in _schemas()
+                                      or part.startswith(("function-", "constrained-", "is-instance")))
 
 
 def _what(e: dict) -> str:

@@ -185,6 +185,8 @@ ROWS = [
      "hw.toml: gpu.efficiency.memory.flops: unknown key; allowed: bytes, value"),
     ("hw", 'name = "x"\ngpu = 5\nlink = "pcie4-x16"\n', ConfigError, "hw.toml: gpu: expected a table"),
     ("hw", 'name = "x"\nlink = "pcie4-x16"\n', ConfigError, "hw.toml: gpu: missing required key"),
+    ("hw", hw('link = "pcie4-x16"', 'link = "pcie99"'), UnknownNameError,
+     "hw.toml: link: unknown link 'pcie99'; known: nvlink-c2c"),
     # ---- link TOML
     ("link", lk("duplex_factor = 0.9", "duplex_factor = 0"), ConfigError, "link.toml: duplex_factor: must be > 0; got 0"),
     ("link", lk("duplex_factor = 0.9", "duplex_factor = true"), ConfigError, "link.toml: duplex_factor: expected a number"),
