@@ -10,7 +10,7 @@ import math
 import pytest
 from test_hardware import GOOD as HW
 
-from slackswap import Problem, hardware, models, planners, profile, report
+from slackswap import Problem, experiments, hardware, models, planners, profile, report
 from slackswap.errors import BudgetError, ConfigError, ParameterError, PlanError, UnknownNameError
 from slackswap.hardware import load_link
 from slackswap.models import from_hf_config
@@ -334,6 +334,12 @@ def _api(problem):
          "tie_word_embeddings: expected true or false"),
         (lambda: hardware.load(5), ConfigError, "hardware: expected a name or a .toml path"),
         (lambda: hardware.load("a100-80gb", link="pcie99"), UnknownNameError, "unknown link 'pcie99'"),
+        (lambda: experiments.grid("tiny", "a100-80gb", 0.5, 5), ConfigError, "planners: expected a planner name"),
+        (lambda: experiments.grid("tiny", "a100-80gb", 0.5, [5]), ConfigError, "planners[0]: expected a planner name"),
+        (lambda: experiments.grid("tiny", "a100-80gb", 0.5, "slack", overrides=[5]), ConfigError,
+         "overrides[0]: expected a dict of TransformerSpec fields; got 5"),
+        (lambda: experiments.grid("tiny", "a100-80gb", 0.5, "slack", planner_params={"slack": 5}), ConfigError,
+         "planner_params['slack']: expected a dict of parameters"),
     ]
 
 
@@ -364,7 +370,7 @@ def tiny():
 
 def test_api_calls_with_wrong_arguments_get_one_clear_error(tiny):
     calls = _api(tiny)
-    assert len(calls) >= 41
+    assert len(calls) >= 45
     for call, exc, text in calls:
         with pytest.raises(exc) as ei:
             call()
