@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slackswap import planners, profile
+from slackswap import models, planners, profile
 from slackswap.errors import SlackSwapError
 from slackswap.hardware import hardware_from_dict, link_from_file_dict
-from slackswap.models import from_hf_config
+from slackswap.models import TransformerSpec, from_hf_config
 from slackswap.models.zoo import models_dir, spec_from_dict
 from slackswap.plan import Plan
 from slackswap.problem import resolve_budget
@@ -103,6 +103,28 @@ def test_only_slackswap_errors_escape_planner_parameters(case):
     name, params = case
     try:
         planners.get(name, **params)
+    except SlackSwapError:
+        pass
+
+
+@SETTINGS
+@given(st.dictionaries(st.sampled_from(list(TransformerSpec.fields()) + ["bogus"]), values, max_size=3))
+def test_only_slackswap_errors_escape_spec_overrides(overrides):
+    try:
+        models.spec("tiny", **overrides)   # the spec only: a graph of 10**12 layers is not built here
+    except SlackSwapError:
+        pass
+
+
+@SETTINGS
+@given(st.lists(st.lists(st.sampled_from(["mm", "x", "", "1", "-1", "nan", "1e400", "fast", '"a,b"', " "]),
+                         max_size=4), max_size=4),
+       st.sampled_from(["name,fwd_ms,bwd_ms", "name,fwd_ms", "name,fwd_ms,bwd_ms,colour", ""]))
+def test_only_slackswap_errors_escape_a_csv_profile(tmp_path_factory, rows, header):
+    path = tmp_path_factory.mktemp("csv") / "p.csv"
+    path.write_text("\n".join([header] + [",".join(r) for r in rows]) + "\n")
+    try:
+        profile.read(path)
     except SlackSwapError:
         pass
 

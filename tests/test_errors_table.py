@@ -326,6 +326,7 @@ def _api(problem):
         (lambda: models.load("tiny", layers="2"), ConfigError, "layers: expected an integer; got '2'"),
         (lambda: models.load("tiny", causal="false"), ConfigError, "causal: expected true or false; got 'false'"),
         (lambda: models.load("tiny", hidden_size=64), ConfigError, "hidden_size: unknown TransformerSpec field"),
+        (lambda: models.build("tiny", name=""), ConfigError, "name: must not be empty"),
         (lambda: a100.with_link(duplex_factor=1.5), ConfigError, "with_link: duplex_factor: must be <= 1; got 1.5"),
         (lambda: a100.with_link(bandwidth="fast"), ConfigError, "with_link: d2h_bandwidth: cannot read 'fast'"),
         (lambda: a100.with_link(warp_speed=2), ConfigError, "with_link: unknown field 'warp_speed'"),

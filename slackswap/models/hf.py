@@ -94,7 +94,7 @@ def _or(value, default):
     return default if value is None else value
 
 
-def from_hf_config(path, **overrides) -> TransformerSpec:
+def from_hf_config(path, /, **overrides) -> TransformerSpec:
     """Read ``path`` (a config.json, a folder holding one, or an already-parsed dict); the config
     is parsed by ``BertConfig``, ``Gpt2Config`` or ``LlamaConfig`` (strict types: ``"false"`` is
     not a boolean), and a bad key raises ``ConfigError`` naming the file and the key."""

@@ -141,7 +141,7 @@ class TransformerSpec:
         """Help text for every field (for CLI options and docs)."""
         return dict(_HELP)
 
-    def replace(self, **overrides) -> TransformerSpec:
+    def replace(self, /, **overrides) -> TransformerSpec:
         """A copy with some fields changed; unknown fields raise ``ConfigError``.
 
         ``kv_heads``/``max_positions`` that equalled ``heads``/``seq`` follow them when only the

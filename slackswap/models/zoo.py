@@ -38,7 +38,7 @@ def available() -> list[str]:
     return sorted(p.stem for p in models_dir().glob("*.toml"))
 
 
-def load(name: str, **overrides) -> TransformerSpec:
+def load(name: str, /, **overrides) -> TransformerSpec:
     """The preset ``name`` with ``overrides`` applied (validated: unknown fields raise)."""
     known = available()
     if not isinstance(name, str) or name not in known:
@@ -46,7 +46,7 @@ def load(name: str, **overrides) -> TransformerSpec:
     return load_file(models_dir() / f"{name}.toml", **overrides)
 
 
-def load_file(path: str | Path, **overrides) -> TransformerSpec:
+def load_file(path: str | Path, /, **overrides) -> TransformerSpec:
     """A spec from any model TOML file in the preset format."""
     path = user_path(path)
     try:
