@@ -71,7 +71,7 @@ class ModelFile(SpecSchema):
     sources: Sources
 
 
-def spec_from_dict(raw: dict, where: str = "", **overrides) -> TransformerSpec:
+def spec_from_dict(raw: dict, /, where: str = "", **overrides) -> TransformerSpec:
     """A spec from a preset document: exactly the spec fields plus ``[sources]`` covering them
     (``ModelFile``; ``ConfigError`` names ``where`` and the key)."""
     doc = parse(ModelFile, raw, where)
