@@ -14,9 +14,10 @@ class ConfigError(SlackSwapError):
 class UnknownNameError(SlackSwapError):
     """An unknown model, hardware or planner name; the message lists the known ones."""
 
-    def __init__(self, what: str, name: str, known: list[str] | tuple[str, ...]):
+    def __init__(self, what: str, name: str, known: list[str] | tuple[str, ...], where: str = ""):
         self.what, self.name, self.known = what, name, sorted(known)
-        super().__init__(f"unknown {what} {name!r}; known: {', '.join(self.known)}")
+        head = f"{where}: " if where else ""
+        super().__init__(f"{head}unknown {what} {name!r}; known: {', '.join(self.known)}")
 
 
 class GraphError(SlackSwapError):
@@ -25,6 +26,10 @@ class GraphError(SlackSwapError):
 
 class PlanError(SlackSwapError):
     """A plan does not match its problem (missing tensor, bad decision, bad file)."""
+
+
+class ParameterError(SlackSwapError):
+    """A planner parameter or a Python API argument has the wrong type or is out of range."""
 
 
 class BudgetError(SlackSwapError):

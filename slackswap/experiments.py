@@ -303,8 +303,16 @@ def variants(planners, planner_params=None) -> list[tuple[str, str, dict]]:
     """``(label, planner name, params)`` for each run of a planner: every name in ``planners``
     (with ``planner_params[name]`` when that is a dict), then each ``(label, name, params)`` of
     ``planner_params`` when that is a list (ablation variants)."""
+    from .schema import check_type
+
+    check_type(planners, (str, list, tuple, type(None)), "planners", "a planner name or a list of names",
+               ConfigError)
     names = [planners] if isinstance(planners, str) else list(planners or [])
+    for i, n in enumerate(names):
+        check_type(n, str, f"planners[{i}]", "a planner name (a string)", ConfigError)
     per_name = planner_params if isinstance(planner_params, dict) else {}
+    for n, params in per_name.items():
+        check_type(params, dict, f"planner_params[{n!r}]", "a dict of parameters", ConfigError)
     out = [(n, n, dict(per_name.get(n, {}))) for n in names]
     if isinstance(planner_params, (list, tuple)):
         for v in planner_params:
@@ -328,6 +336,9 @@ def grid(models, hardware, budgets, planners, *, overrides=None, planner_params=
     """Every run of a sweep, in the sweep's (deterministic) order: model, hardware, link,
     overrides, budget, planner variant."""
     vs = variants(planners, planner_params)
+    for i, ov in enumerate(_as_list(overrides, "overrides")):
+        if ov is not None and not isinstance(ov, dict):
+            raise ConfigError(f"overrides[{i}]: expected a dict of TransformerSpec fields; got {ov!r}")
     return [RunSpec(m, h, lk, b, name, label, params, dict(ov or {}), bound)
             for m, h, lk, ov, b in itertools.product(_as_list(models, "models"), _as_list(hardware, "hardware"),
                                                     _as_list(link, "link"), _as_list(overrides, "overrides"),

@@ -19,12 +19,16 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, ClassVar
 
 import numpy as np
+from pydantic import BeforeValidator, Field, model_validator
+from pydantic import Field as PField
 
 from ._paths import data_dir, user_path
-from .errors import ConfigError, SlackSwapError, UnknownNameError
-from .units import parse_bytes, parse_flops, parse_rate, parse_seconds
+from .errors import ConfigError, UnknownNameError
+from .schema import Bytes, Flops, Rate, Schema, Seconds, parse, unit
+from .units import parse_flops
 
 try:  # Python 3.11+
     import tomllib
@@ -154,19 +158,117 @@ class Hardware:
         if changes:
             changes = _expand(changes)
             kept = {k: v for k, v in new.sources.items() if k not in changes}
-            new = _link_from_table({**_link_as_table(new), **changes}, str(changes.get("name", new.name)),
-                                   "with_link", kept)
+            t = parse(LinkTable, {**_link_as_table(new), **changes}, "with_link")
+            new = _link(t, t.name or new.name, kept)
         return dataclasses.replace(self, link=new)
 
 
+# ---------------------------------------------------------------- file schemas
+def parse_flops_count(value, field: str = "flops") -> float:
+    """A FLOP count from a number or ``"2GFLOP"`` (not a rate)."""
+    if isinstance(value, str) and value.strip().upper().endswith("FLOP"):
+        return parse_flops(value.strip() + "/s", field)
+    return parse_flops(value, field)
+
+
+EffValue = Annotated[float, Field(gt=0, le=1)]
+FlopCount = Annotated[float, BeforeValidator(unit(parse_flops_count))]
+Positive = Annotated[Bytes, Field(gt=0)]
+
+
+class _Curve(Schema):
+    value: Annotated[list[EffValue], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _same_length(self):
+        sizes = self.sizes()
+        if len(sizes) != len(self.value):
+            raise ValueError(f"{self.per} and value: must be lists of equal length; got {len(sizes)} "
+                             f"and {len(self.value)}")
+        if any(s <= 0 for s in sizes) or list(sizes) != sorted(set(sizes)):
+            raise ValueError(f"{self.per}: sizes must be > 0 and strictly increasing; got {list(sizes)}")
+        return self
+
+    def sizes(self):
+        return getattr(self, self.per)
+
+    def efficiency(self) -> Efficiency:
+        return Efficiency(tuple(zip(self.sizes(), self.value, strict=True)), self.per)
+
+
+class FlopsCurve(_Curve):
+    """``{ flops = [1e9, "10GFLOP"], value = [0.4, 0.7] }``: efficiency per kernel FLOP count."""
+
+    per: ClassVar[str] = "flops"
+    flops: list[FlopCount]
+
+
+class BytesCurve(_Curve):
+    """``{ bytes = ["1MB", "1GB"], value = [0.3, 0.9] }``: efficiency per kernel byte count."""
+
+    per: ClassVar[str] = "bytes"
+    bytes: list[Bytes]
+
+
+class Efficiencies(Schema):
+    matmul: EffValue | FlopsCurve
+    attention: EffValue | FlopsCurve
+    memory: EffValue | BytesCurve
+
+
+class Peak(Schema):
+    bf16: Flops
+    fp16: Flops
+    fp32: Flops
+    tf32: Flops | None = None
+
+
+class GpuTable(Schema):
+    name: str
+    peak: Peak
+    hbm_bandwidth: Rate
+    memory: Positive
+    efficiency: Efficiencies
+
+
+class LinkTable(Schema):
+    """A link file (``data/hardware/links/*.toml``) or table."""
+
+    name: str | None = None
+    description: str = ""
+    d2h_bandwidth: Rate
+    h2d_bandwidth: Rate
+    latency: Annotated[Seconds, Field(lt=1)] = 0.0
+    duplex_factor: Annotated[float, Field(gt=0, le=1)] = 1.0
+    theoretical_bandwidth: Rate | None = None
+    sources: dict[str, str] = PField(default_factory=dict)
+
+
+class LinkChanges(Schema):
+    """A link table inside a hardware file or a profile: a ``preset`` plus changed keys."""
+
+    preset: str | None = None
+    name: str | None = None
+    description: str | None = None
+    d2h_bandwidth: Rate | None = None
+    h2d_bandwidth: Rate | None = None
+    latency: Annotated[Seconds, Field(lt=1)] | None = None
+    duplex_factor: Annotated[float, Field(gt=0, le=1)] | None = None
+    theoretical_bandwidth: Rate | None = None
+    sources: dict[str, str] | None = None
+
+
+class HardwareFile(Schema):
+    """A hardware file (``data/hardware/*.toml``): a GPU and a link preset name or table."""
+
+    name: str | None = None
+    description: str = ""
+    gpu: GpuTable
+    link: Annotated[str, Field(min_length=1)] | LinkChanges
+    sources: dict[str, str] = PField(default_factory=dict)
+
+
 # ---------------------------------------------------------------- loading
-_GPU_KEYS = {"name", "peak", "hbm_bandwidth", "memory", "efficiency"}
-_EFF_KEYS = {"matmul": "flops", "attention": "flops", "memory": "bytes"}
-_LINK_KEYS = {"name", "description", "d2h_bandwidth", "h2d_bandwidth", "latency", "duplex_factor",
-              "theoretical_bandwidth", "sources"}
-_HW_KEYS = {"name", "description", "gpu", "link", "sources"}
-
-
 def hardware_dir() -> Path:
     return data_dir() / "hardware"
 
@@ -182,46 +284,55 @@ def available_links() -> list[str]:
 
 
 def load(name: str, link: str | Link | None = None, **link_changes) -> Hardware:
-    """Load a preset by name (or a ``.toml`` path); optionally swap its link (see ``with_link``)."""
+    """Load a preset by name (or a ``.toml`` path); optionally swap its link (see ``with_link``).
+    The file is parsed by ``HardwareFile``: a bad key raises ``ConfigError`` naming the file and
+    the key (``h100.toml: gpu.efficiency.matmul: ...``)."""
     path = _find(name, hardware_dir(), available, "hardware")
-    doc = _read_toml(path)
-    where = path.name
-    _check_keys(doc, _HW_KEYS, {"gpu", "link"}, where)
-    sources = _table(doc.get("sources", {}), f"{where}: sources")
-    gpu = _gpu_from_table(_table(doc["gpu"], f"{where}: gpu"), where, sources)
-    lk = doc["link"]
-    if isinstance(lk, str):
-        the_link = load_link(lk)
-    else:
-        lk = dict(_table(lk, f"{where}: link"))
-        base = lk.pop("preset", None)
-        base_tab = _link_as_table(load_link(base)) if base else {}
-        the_link = _link_from_table({**base_tab, **lk}, lk.get("name", base or doc.get("name", path.stem)),
-                                    f"{where}: link", {k[5:]: v for k, v in sources.items() if k.startswith("link.")})
-    hw = Hardware(str(doc.get("name", path.stem)), gpu, the_link, str(doc.get("description", "")))
+    hw = hardware_from_dict(_read_toml(path), path.name, path.stem)
     return hw.with_link(link, **link_changes) if (link is not None or link_changes) else hw
+
+
+def hardware_from_dict(table, where: str = "hardware", default_name: str = "custom") -> Hardware:
+    """A ``Hardware`` from a document in the hardware-file format (``HardwareFile``)."""
+    doc = parse(HardwareFile, table, where)
+    sources = doc.sources
+    g = doc.gpu
+    eff = {k: (Efficiency.constant(v, c.per) if isinstance(v, float) else v.efficiency())
+           for k, c in (("matmul", FlopsCurve), ("attention", FlopsCurve), ("memory", BytesCurve))
+           for v in [getattr(g.efficiency, k)]}
+    peak = {k: v for k, v in g.peak.model_dump().items() if v is not None}
+    gpu = Gpu(g.name, peak, g.hbm_bandwidth, g.memory, eff["matmul"], eff["attention"], eff["memory"],
+              {k[4:]: v for k, v in sources.items() if k.startswith("gpu.")})
+    if isinstance(doc.link, str):
+        try:
+            the_link = load_link(doc.link)
+        except UnknownNameError as exc:   # name the file that names the link
+            raise UnknownNameError(exc.what, exc.name, exc.known, where=f"{where}: link") from None
+    else:
+        link_sources = {k[5:]: v for k, v in sources.items() if k.startswith("link.")}
+        the_link = _changed_link(doc.link, doc.name or default_name, f"{where}: link", link_sources)
+    return Hardware(doc.name or default_name, gpu, the_link, doc.description)
 
 
 def load_link(name: str) -> Link:
     """Load a link preset by name (``"pcie4-x16"``; ``"pcie4"`` also works) or ``.toml`` path."""
     folder = hardware_dir() / "links"
-    if not str(name).endswith(".toml") and not (folder / f"{name}.toml").exists() \
+    if isinstance(name, str) and not name.endswith(".toml") and not (folder / f"{name}.toml").exists() \
             and (folder / f"{name}-x16.toml").exists():
         name = f"{name}-x16"
     path = _find(name, folder, available_links, "link")
-    doc = _read_toml(path)
-    _check_keys(doc, _LINK_KEYS, set(_LINK_KEYS) - {"name", "description", "sources"}, path.name)
-    sources = _table(doc.get("sources", {}), f"{path.name}: sources")
-    return _link_from_table(doc, str(doc.get("name", path.stem)), path.name, sources)
+    return link_from_file_dict(_read_toml(path), path.name, path.stem)
+
+
+def link_from_file_dict(table, where: str = "link", default_name: str = "custom") -> Link:
+    """A ``Link`` from a document in the link-file format (``LinkTable``)."""
+    t = parse(LinkTable, table, where)
+    return _link(t, t.name or default_name, t.sources)
 
 
 def link_from_dict(table: dict, name: str = "custom", where: str = "link") -> Link:
     """A ``Link`` from a dict with the link-file keys (used by profile files); ``preset`` allowed."""
-    table = dict(table)
-    base = table.pop("preset", None)
-    merged = {**(_link_as_table(load_link(base)) if base else {}), **table}
-    _check_keys(merged, _LINK_KEYS, {"d2h_bandwidth", "h2d_bandwidth"}, where)
-    return _link_from_table(merged, str(merged.get("name", base or name)), where, {})
+    return _changed_link(parse(LinkChanges, table, where), name, where, {})
 
 
 # ---------------------------------------------------------------- helpers
@@ -243,90 +354,24 @@ def _read_toml(path: Path) -> dict:
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path.name}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path.name}: cannot read {path}: {exc}") from None
 
 
-def _check_keys(doc: dict, allowed: set, required: set, where: str) -> None:
-    unknown = sorted(set(doc) - set(allowed))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
-    missing = sorted(set(required) - set(doc))
-    if missing:
-        raise ConfigError(f"{where}: missing key {missing[0]!r}")
+def _link(t: LinkTable, name: str, sources: dict) -> Link:
+    theo = t.theoretical_bandwidth or max(t.d2h_bandwidth, t.h2d_bandwidth)
+    return Link(name, t.d2h_bandwidth, t.h2d_bandwidth, t.latency, t.duplex_factor, theo, t.description,
+                dict(sources))
 
 
-def _table(v, where: str) -> dict:
-    if not isinstance(v, dict):
-        raise ConfigError(f"{where}: expected a table, got {v!r}")
-    return v
-
-
-def _parse(fn, value, field: str):
-    try:
-        return fn(value, field)
-    except SlackSwapError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def _gpu_from_table(t: dict, where: str, sources: dict) -> Gpu:
-    w = f"{where}: gpu"
-    _check_keys(t, _GPU_KEYS, _GPU_KEYS, w)
-    peak_t = _table(t["peak"], f"{w}.peak")
-    _check_keys(peak_t, set(DTYPES), {"bf16", "fp16", "fp32"}, f"{w}.peak")
-    peak = {k: _parse(parse_flops, v, f"{w}.peak.{k}") for k, v in peak_t.items()}
-    if any(v <= 0 for v in peak.values()):
-        raise ConfigError(f"{w}.peak: every peak must be > 0")
-    eff_t = _table(t["efficiency"], f"{w}.efficiency")
-    _check_keys(eff_t, set(_EFF_KEYS), set(_EFF_KEYS), f"{w}.efficiency")
-    eff = {k: _efficiency(eff_t[k], per, f"{w}.efficiency.{k}") for k, per in _EFF_KEYS.items()}
-    hbm = _parse(parse_rate, t["hbm_bandwidth"], f"{w}.hbm_bandwidth")
-    mem = _parse(parse_bytes, t["memory"], f"{w}.memory")
-    if hbm <= 0 or mem <= 0:
-        raise ConfigError(f"{w}: hbm_bandwidth and memory must be > 0")
-    gpu_sources = {k[4:]: v for k, v in sources.items() if k.startswith("gpu.")}
-    return Gpu(str(t["name"]), peak, hbm, mem, eff["matmul"], eff["attention"], eff["memory"], gpu_sources)
-
-
-def _efficiency(v, per: str, where: str) -> Efficiency:
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        if not 0 < v <= 1:
-            raise ConfigError(f"{where}: must be in (0, 1], got {v}")
-        return Efficiency.constant(v, per)
-    t = _table(v, where)
-    _check_keys(t, {per, "value"}, {per, "value"}, where)
-    sizes, values = t[per], t["value"]
-    if not isinstance(sizes, list) or not isinstance(values, list) or len(sizes) != len(values):
-        raise ConfigError(f"{where}: {per!r} and 'value' must be lists of equal length")
-    parse = parse_bytes if per == "bytes" else parse_flops_count
-    sizes = [_parse(parse, s, f"{where}.{per}") for s in sizes]
-    try:
-        return Efficiency(tuple(zip(sizes, values, strict=True)), per)
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-
-
-def parse_flops_count(value, field: str = "flops") -> float:
-    """A FLOP count from a number or ``"2GFLOP"`` (not a rate)."""
-    if isinstance(value, str) and value.strip().upper().endswith("FLOP"):
-        return parse_flops(value.strip() + "/s", field)
-    return parse_flops(value, field)
-
-
-def _link_from_table(t: dict, name: str, where: str, sources: dict) -> Link:
-    _check_keys(t, _LINK_KEYS, {"d2h_bandwidth", "h2d_bandwidth"}, where)
-    d2h = _parse(parse_rate, t["d2h_bandwidth"], f"{where}.d2h_bandwidth")
-    h2d = _parse(parse_rate, t["h2d_bandwidth"], f"{where}.h2d_bandwidth")
-    theo = _parse(parse_rate, t.get("theoretical_bandwidth", max(d2h, h2d)), f"{where}.theoretical_bandwidth")
-    lat = _parse(parse_seconds, t.get("latency", 0.0), f"{where}.latency")
-    duplex = t.get("duplex_factor", 1.0)
-    if isinstance(duplex, bool) or not isinstance(duplex, (int, float)):
-        raise ConfigError(f"{where}.duplex_factor: expected a number in (0, 1], got {duplex!r}")
-    try:
-        return Link(name, d2h, h2d, lat, float(duplex), theo, str(t.get("description", "")),
-                    dict(t.get("sources", sources)))
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+def _changed_link(c: LinkChanges, name: str, where: str, sources: dict) -> Link:
+    """A preset (``c.preset``) with the keys of ``c`` changed; without a preset, both bandwidths."""
+    base = _link_as_table(load_link(c.preset)) if c.preset else {}
+    changed = {k: v for k, v in c.model_dump(exclude={"preset"}).items() if v is not None}
+    t = parse(LinkTable, {**base, **changed}, where)
+    return _link(t, c.name or c.preset or name, c.sources if c.sources is not None else sources)
 
 
 def _link_as_table(link: Link) -> dict:
@@ -341,7 +386,7 @@ def _expand(changes: dict) -> dict:
         bw = out.pop("bandwidth")
         out.setdefault("d2h_bandwidth", bw)
         out.setdefault("h2d_bandwidth", bw)
-    unknown = sorted(set(out) - (_LINK_KEYS - {"sources"}))
+    unknown = sorted(set(out) - (set(LinkTable.model_fields) - {"sources"}))
     if unknown:
         raise ConfigError(f"with_link: unknown field {unknown[0]!r}; allowed: bandwidth, d2h_bandwidth, "
                           "h2d_bandwidth, latency, duplex_factor, theoretical_bandwidth, name, description")

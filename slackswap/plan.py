@@ -20,6 +20,7 @@ from typing import Any
 
 from ._paths import user_path
 from .errors import PlanError
+from .schema import parse
 
 SCHEMA_VERSION = 1
 
@@ -80,11 +81,21 @@ class Plan:
     problem_key: str | None = None
 
     def __post_init__(self):
-        decisions = {int(k): Decision.parse(v, f"decisions[{k}]") for k, v in dict(self.decisions).items()}
+        if not isinstance(self.decisions, Mapping):
+            raise PlanError(f"Plan(decisions): expected a dict {{tensor id: Decision}}; got {_short(self.decisions)}")
+        if not isinstance(self.issue_points, Mapping):
+            raise PlanError(f"Plan(issue_points): expected a dict {{tensor id: stage}}; got {_short(self.issue_points)}")
+        decisions = {_int(k, f"Plan.decisions[{k!r}]"): Decision.parse(v, f"Plan.decisions[{k!r}]")
+                     for k, v in self.decisions.items()}
         object.__setattr__(self, "decisions", decisions)
-        object.__setattr__(self, "issue_points", {int(k): int(v) for k, v in dict(self.issue_points).items()})
+        object.__setattr__(self, "issue_points", {_int(k, f"Plan.issue_points[{k!r}]"): _int(v, f"Plan.issue_points[{k!r}]")
+                                                  for k, v in self.issue_points.items()})
         if self.d2h_order is not None:
-            object.__setattr__(self, "d2h_order", tuple(int(t) for t in self.d2h_order))
+            if isinstance(self.d2h_order, (str, bytes, Mapping)) or not hasattr(self.d2h_order, "__iter__"):
+                raise PlanError(f"Plan(d2h_order): expected a list of tensor ids; got {_short(self.d2h_order)}")
+            object.__setattr__(self, "d2h_order", tuple(_int(t, "Plan.d2h_order") for t in self.d2h_order))
+        if not isinstance(self.info, SolveInfo):
+            raise PlanError(f"Plan(info): expected a SolveInfo; got {_short(self.info)}")
 
     def ids(self, decision: Decision) -> list[int]:
         return sorted(t for t, d in self.decisions.items() if d is decision)
@@ -115,30 +126,16 @@ class Plan:
         user_path(path).write_text(json.dumps(self.to_dict(), indent=1))
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> Plan:
-        if not isinstance(d, Mapping):
-            raise PlanError("plan file: expected a JSON object")
-        if d.get("schema_version") != SCHEMA_VERSION:
-            raise PlanError(f"plan file: schema_version must be {SCHEMA_VERSION}, got {d.get('schema_version')!r}")
-        known = {"schema_version", "problem_key", "planner", "params", "decisions", "issue_points", "d2h_order", "info"}
-        extra = set(d) - known
-        if extra:
-            raise PlanError(f"plan file: unknown keys {sorted(extra)}; allowed: {sorted(known)}")
-        if not isinstance(d.get("decisions"), Mapping):
-            raise PlanError("plan file: 'decisions' must be an object {tensor id: decision}")
-        try:
-            info_d = dict(d.get("info") or {})
-            info = SolveInfo(status=Status(info_d.get("status", "FEASIBLE")), objective=info_d.get("objective"),
-                             lower_bound=info_d.get("lower_bound"), gap=info_d.get("gap"),
-                             wall_s=float(info_d.get("wall_s", 0.0)), model_size=info_d.get("model_size", {}),
-                             message=info_d.get("message", ""))
-            return cls(decisions=d["decisions"], issue_points=d.get("issue_points") or {},
-                       d2h_order=d.get("d2h_order"), planner=str(d.get("planner", "manual")),
-                       params=d.get("params") or {}, info=info, problem_key=d.get("problem_key"))
-        except PlanError:
-            raise
-        except (TypeError, ValueError) as e:
-            raise PlanError(f"plan file: malformed entry ({e})") from None
+    def from_dict(cls, d: Mapping, where: str = "plan file") -> Plan:
+        """A plan from its JSON document, parsed by ``PlanFile`` (``PlanError`` names the field)."""
+        from ._plan_schema import PlanFile
+
+        doc = parse(PlanFile, d, where, exc=PlanError)
+        i = doc.info
+        info = SolveInfo(status=Status(i.status), objective=i.objective, lower_bound=i.lower_bound, gap=i.gap,
+                         wall_s=i.wall_s, model_size=dict(i.model_size), message=i.message)
+        return cls(decisions=doc.decisions, issue_points=doc.issue_points, d2h_order=doc.d2h_order,
+                   planner=doc.planner, params=doc.params, info=info, problem_key=doc.problem_key)
 
     @classmethod
     def load(cls, path) -> Plan:
@@ -148,8 +145,25 @@ class Plan:
         try:
             d = json.loads(p.read_text())
         except json.JSONDecodeError as e:
-            raise PlanError(f"plan file: {p} is not valid JSON ({e.msg} at line {e.lineno})") from None
-        return cls.from_dict(d)
+            raise PlanError(f"{p.name}: not valid JSON ({e.msg} at line {e.lineno})") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise PlanError(f"{p.name}: cannot read {p}: {e}") from None
+        return cls.from_dict(d, p.name)
+
+
+def _short(x) -> str:
+    text = repr(x)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _int(x, field: str) -> int:
+    """A tensor id or stage: an int (numpy ints too) or a string of digits; never a bool or float."""
+    if isinstance(x, bool) or isinstance(x, float):
+        raise PlanError(f"{field}: expected an integer tensor id or stage; got {x!r}")
+    try:
+        return int(x)
+    except (TypeError, ValueError):
+        raise PlanError(f"{field}: expected an integer tensor id or stage; got {_short(x)}") from None
 
 
 def _jsonable(x):
@@ -174,6 +188,12 @@ def validate(problem, plan: Plan) -> None:
     """Raise ``PlanError`` unless ``plan`` decides every planning tensor of ``problem`` exactly
     once, swaps only swappable and recomputes only recomputable tensors, and its issue points and
     D2H order are in range."""
+    from .problem import Problem
+    from .schema import check_type
+
+    check_type(problem, Problem, "problem", "a Problem (slackswap.Problem.build(...))", PlanError)
+    check_type(plan, Plan, "plan", "a Plan (from a planner's plan(problem), Plan(...) or Plan.load(path))",
+               PlanError)
     g = problem.graph
     if plan.problem_key is not None and plan.problem_key != problem.key:
         raise PlanError(f"plan: made for another problem (key {plan.problem_key}, this problem {problem.key})")

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from .costs import CostModel
-from .errors import BudgetError, CapacityWarning, SlackSwapError
+from .errors import BudgetError, CapacityWarning, ParameterError, SlackSwapError
 from .graph import Graph
 from .units import format_bytes, format_seconds, parse_bytes
 
@@ -59,11 +59,20 @@ class Problem:
         activation peak, bytes (int or ``"24GiB"``), or None for no limit. Warns
         (``CapacityWarning``, ``memory_warnings``) when static memory plus the budget exceed the
         GPU's memory."""
+        from pathlib import Path
+
         from . import costs as costs_mod
         from . import hardware as hw_mod
         from . import models
+        from .models import TransformerSpec
+        from .schema import check_type
 
-        hw = hw_mod.load(hardware) if isinstance(hardware, str) else hardware
+        check_type(model, (str, Path, TransformerSpec, Graph), "Problem.build(model)",
+                   "a model preset name, a TransformerSpec, a config.json path or a Graph", ParameterError)
+        check_type(hardware, (str, Path, hw_mod.Hardware), "Problem.build(hardware)",
+                   "a hardware preset name, a .toml path or a Hardware", ParameterError)
+        check_type(cost_mode, str, "Problem.build(cost_mode)", "'analytical' or 'measured'", ParameterError)
+        hw = hw_mod.load(hardware) if isinstance(hardware, (str, Path)) else hardware
         graph = model if isinstance(model, Graph) else models.build(model, **spec_overrides)
         cm = costs_mod.build(graph, hw, mode=cost_mode, profile=profile)
         base = cls(graph, cm, math.inf, hw)
@@ -180,6 +189,8 @@ def resolve_budget(budget, keep_all_peak: int) -> float:
                 return float(parse_bytes(budget, "budget"))
             except SlackSwapError as e:
                 raise BudgetError(f"{e}; or a fraction in (0, 1] of the keep-all peak") from None
+        if not math.isfinite(f):
+            raise BudgetError(f"budget: expected a finite number, a unit string or 'inf' (no limit); got {budget!r}")
         return resolve_budget(f if "." in budget or f <= 1 else int(f), keep_all_peak)
     if isinstance(budget, int):
         if budget <= 0:

@@ -21,21 +21,74 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import ConfigDict, Field, model_validator
 
 from ._paths import user_path
 from .costs import CostModel, optimizer_seconds, transfer_seconds
-from .errors import ConfigError, SlackSwapError
+from .errors import ConfigError
 from .graph import Graph, Op, Tensor
-from .units import parse_bytes
+from .schema import Bytes, Schema, parse
 
-_TOP_KEYS = {"format", "name", "description", "device", "dtype", "static_bytes", "optimizer_ms",
-             "duplex_factor", "link", "ops", "tensors"}
-_OP_KEYS = {"name", "fwd_ms", "bwd_ms", "kind", "layer", "inputs", "outputs", "saves",
-            "workspace_bytes", "fwd_flops", "fwd_bytes", "bwd_flops", "bwd_bytes"}
-_TENSOR_KEYS = {"name", "bytes", "kind", "recomputable", "swappable", "d2h_ms", "h2d_ms"}
 FORMAT = "slackswap-profile/1"
+Name = Annotated[str, Field(min_length=1)]
+Ms = Annotated[float, Field(ge=0)]
+
+
+class OpEntry(Schema):
+    name: Name
+    fwd_ms: Ms
+    bwd_ms: Ms
+    kind: str | None = None
+    layer: int | None = None
+    inputs: list[str] = Field(default_factory=list)
+    outputs: list[str] = Field(default_factory=list)
+    saves: list[str] = Field(default_factory=list)
+    workspace_bytes: Bytes = 0
+    fwd_flops: Annotated[float, Field(ge=0)] = 0.0
+    fwd_bytes: Annotated[float, Field(ge=0)] = 0.0
+    bwd_flops: Annotated[float, Field(ge=0)] = 0.0
+    bwd_bytes: Annotated[float, Field(ge=0)] = 0.0
+
+
+class TensorEntry(Schema):
+    name: Name
+    bytes: Bytes | None = None
+    kind: str | None = None
+    recomputable: bool = True
+    swappable: bool = True
+    d2h_ms: Ms | None = None
+    h2d_ms: Ms | None = None
+
+
+class ProfileFile(Schema):
+    """A profile document (docs/profile.md): op times, optionally the tensors and the graph."""
+
+    format: Literal[FORMAT] | None = None
+    name: Name | None = None
+    description: str = ""
+    device: str | None = None
+    dtype: str | None = None
+    static_bytes: Bytes = 0
+    optimizer_ms: Ms | None = None
+    duplex_factor: Annotated[float, Field(gt=0, le=1)] | None = None
+    link: Name | dict[str, Any] | None = None
+    ops: Annotated[list[OpEntry], Field(min_length=1)]
+    tensors: list[TensorEntry] | None = None
+
+    @model_validator(mode="after")
+    def _unique_names(self):
+        for key, entries in (("ops", self.ops), ("tensors", self.tensors or [])):
+            seen = set()
+            for i, e in enumerate(entries):
+                if e.name in seen:
+                    raise ValueError(f"{key}[{i}].name: duplicate name {e.name!r}")
+                seen.add(e.name)
+        return self
+
+
 
 
 @dataclass(frozen=True)
@@ -48,14 +101,14 @@ class Profile:
     optimizer_s: float | None = None
     duplex_factor: float | None = None
     link: object = None                          # hardware.Link or None
-    doc: dict = field(default_factory=dict, hash=False, compare=False)
+    doc: ProfileFile | None = field(default=None, hash=False, compare=False)
     source: str = ""
 
     @property
     def has_graph(self) -> bool:
         """True when the profile describes a whole graph (``load`` can build it)."""
-        ops = self.doc.get("ops", [])
-        return "tensors" in self.doc and all("kind" in o for o in ops)
+        return (self.doc is not None and self.doc.tensors is not None
+                and all(o.kind is not None for o in self.doc.ops))
 
     def costs(self, graph: Graph, hardware=None) -> CostModel:
         """The measured ``CostModel`` of ``graph`` (precedence rules: ``costs.measured``)."""
@@ -108,43 +161,31 @@ class Profile:
         if not self.has_graph:
             raise ConfigError(f"{where}: describes op times only (no 'tensors', or ops without 'kind'); "
                               "use costs.measured(graph, profile) with a graph")
-        tdocs = self.doc["tensors"]
-        tid = {t["name"]: i for i, t in enumerate(tdocs)}
+        tdocs = self.doc.tensors
+        tid = {t.name: i for i, t in enumerate(tdocs)}
         producer: dict[int, int] = {}
         ops = []
-        for i, o in enumerate(self.doc["ops"]):
+        for i, o in enumerate(self.doc.ops):
             ids = {}
             for key in ("inputs", "outputs", "saves"):
-                vals = o.get(key, [])
-                if not isinstance(vals, list):
-                    raise ConfigError(f"{where}: ops[{i}].{key}: expected a list of tensor names")
-                for v in vals:
+                for v in getattr(o, key):
                     if v not in tid:
                         raise ConfigError(f"{where}: ops[{i}].{key}: unknown tensor {v!r}")
-                ids[key] = tuple(tid[v] for v in vals)
+                ids[key] = tuple(tid[v] for v in getattr(o, key))
             for t in ids["outputs"]:
                 producer.setdefault(t, i)
-            layer = o.get("layer")
-            if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int)):
-                raise ConfigError(f"{where}: ops[{i}].layer: expected an int or null, got {layer!r}")
-            nums = {k: _nonneg(o.get(k, 0), f"{where}: ops[{i}].{k}")
-                    for k in ("fwd_flops", "fwd_bytes", "bwd_flops", "bwd_bytes")}
-            ws = _bytes(o.get("workspace_bytes", 0), f"{where}: ops[{i}].workspace_bytes")
-            ops.append(Op(i, o["name"], layer, str(o["kind"]), inputs=ids["inputs"], outputs=ids["outputs"],
-                          saves=ids["saves"], workspace_bytes=ws, **nums))
+            ops.append(Op(i, o.name, o.layer, o.kind, inputs=ids["inputs"], outputs=ids["outputs"],
+                          saves=ids["saves"], workspace_bytes=o.workspace_bytes, fwd_flops=o.fwd_flops,
+                          fwd_bytes=o.fwd_bytes, bwd_flops=o.bwd_flops, bwd_bytes=o.bwd_bytes))
         tensors = []
         for i, t in enumerate(tdocs):
-            if "bytes" not in t:
-                raise ConfigError(f"{where}: tensors[{i}] ({t['name']}): missing key 'bytes'")
+            if t.bytes is None:
+                raise ConfigError(f"{where}: tensors[{i}].bytes: missing required key (tensor {t.name!r})")
             p = producer.get(i)
-            kind = str(t.get("kind", "activation" if p is not None else "input"))
-            flags = {k: t.get(k, True) for k in ("recomputable", "swappable")}
-            for k, v in flags.items():
-                if not isinstance(v, bool):
-                    raise ConfigError(f"{where}: tensors[{i}].{k}: expected true or false, got {v!r}")
-            tensors.append(Tensor(i, t["name"], self.tensors[t["name"]]["bytes"], p, kind, **flags))
-        static = _bytes(self.doc.get("static_bytes", 0), f"{where}: static_bytes")
-        return Graph(self.name, tuple(ops), tuple(tensors), static)
+            kind = t.kind or ("activation" if p is not None else "input")
+            tensors.append(Tensor(i, t.name, t.bytes, p, kind, recomputable=t.recomputable,
+                                  swappable=t.swappable))
+        return Graph(self.name, tuple(ops), tuple(tensors), self.doc.static_bytes)
 
 
 def read(path) -> Profile:
@@ -158,6 +199,8 @@ def read(path) -> Profile:
         doc = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path.name}: not valid JSON: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path.name}: cannot read {path}: {exc}") from None
     return from_dict(doc, source=path.name)
 
 
@@ -172,57 +215,18 @@ def from_dict(doc: dict, source: str = "profile") -> Profile:
     """A ``Profile`` from an already-parsed JSON document."""
     from . import hardware as _hw
 
-    w = source
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{w}: expected a JSON object at the top level")
-    _keys(doc, _TOP_KEYS, {"ops"}, w)
-    if "format" in doc and doc["format"] != FORMAT:
-        raise ConfigError(f"{w}: format: expected {FORMAT!r}, got {doc['format']!r}")
-    ops = doc["ops"]
-    if not isinstance(ops, list) or not ops:
-        raise ConfigError(f"{w}: ops: expected a non-empty list")
-    times: dict[str, tuple[float, float]] = {}
-    for i, o in enumerate(ops):
-        if not isinstance(o, dict):
-            raise ConfigError(f"{w}: ops[{i}]: expected an object")
-        _keys(o, _OP_KEYS, {"name", "fwd_ms", "bwd_ms"}, f"{w}: ops[{i}]")
-        name = _name(o["name"], f"{w}: ops[{i}].name")
-        if name in times:
-            raise ConfigError(f"{w}: ops[{i}].name: duplicate op name {name!r}")
-        times[name] = (_nonneg(o["fwd_ms"], f"{w}: ops[{i}].fwd_ms") * 1e-3,
-                       _nonneg(o["bwd_ms"], f"{w}: ops[{i}].bwd_ms") * 1e-3)
-    tensors: dict[str, dict] = {}
-    tl = doc.get("tensors", [])
-    if not isinstance(tl, list):
-        raise ConfigError(f"{w}: tensors: expected a list")
-    for i, t in enumerate(tl):
-        if not isinstance(t, dict):
-            raise ConfigError(f"{w}: tensors[{i}]: expected an object")
-        _keys(t, _TENSOR_KEYS, {"name"}, f"{w}: tensors[{i}]")
-        name = _name(t["name"], f"{w}: tensors[{i}].name")
-        if name in tensors:
-            raise ConfigError(f"{w}: tensors[{i}].name: duplicate tensor name {name!r}")
-        tensors[name] = {
-            "bytes": _bytes(t["bytes"], f"{w}: tensors[{i}].bytes") if "bytes" in t else None,
-            "d2h_s": _nonneg(t["d2h_ms"], f"{w}: tensors[{i}].d2h_ms") * 1e-3 if "d2h_ms" in t else None,
-            "h2d_s": _nonneg(t["h2d_ms"], f"{w}: tensors[{i}].h2d_ms") * 1e-3 if "h2d_ms" in t else None,
-        }
-    opt = _nonneg(doc["optimizer_ms"], f"{w}: optimizer_ms") * 1e-3 if "optimizer_ms" in doc else None
-    duplex = doc.get("duplex_factor")
-    if duplex is not None and (isinstance(duplex, bool) or not isinstance(duplex, (int, float))
-                               or not 0 < duplex <= 1):
-        raise ConfigError(f"{w}: duplex_factor: must be a number in (0, 1], got {duplex!r}")
-    link = doc.get("link")
+    f = parse(ProfileFile, doc, source)
+    times = {o.name: (o.fwd_ms * 1e-3, o.bwd_ms * 1e-3) for o in f.ops}
+    tensors = {t.name: {"bytes": t.bytes, "d2h_s": None if t.d2h_ms is None else t.d2h_ms * 1e-3,
+                        "h2d_s": None if t.h2d_ms is None else t.h2d_ms * 1e-3} for t in f.tensors or []}
+    link = f.link
     if isinstance(link, str):
         link = _hw.load_link(link)
     elif isinstance(link, dict):
-        link = _hw.link_from_dict(link, where=f"{w}: link")
-    elif link is not None:
-        raise ConfigError(f"{w}: link: expected a link preset name or an object, got {link!r}")
-    if "static_bytes" in doc:
-        _bytes(doc["static_bytes"], f"{w}: static_bytes")
-    name = _name(doc.get("name", Path(source).stem), f"{w}: name")
-    return Profile(name, times, tensors, opt, None if duplex is None else float(duplex), link, doc, source)
+        link = _hw.link_from_dict(link, where=f"{source}: link")
+    opt = None if f.optimizer_ms is None else f.optimizer_ms * 1e-3
+    name = f.name or Path(source).stem
+    return Profile(name, times, tensors, opt, f.duplex_factor, link, f, source)
 
 
 def to_dict(graph: Graph, costs: CostModel, link=None, **meta) -> dict:
@@ -252,44 +256,20 @@ def save(path, graph: Graph, costs: CostModel, link=None, **meta) -> Path:
 
 
 # ---------------------------------------------------------------- helpers
+class CsvRow(Schema):
+    """One row of a CSV profile (``name,fwd_ms,bwd_ms``; the text cells are read as numbers)."""
+
+    model_config = ConfigDict(Schema.model_config, strict=False)
+    name: Name
+    fwd_ms: Ms
+    bwd_ms: Ms
+
+
 def _from_csv(path: Path) -> Profile:
-    with open(path, newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    doc = {"name": path.stem, "ops": []}
-    for i, r in enumerate(rows):
-        unknown = sorted(set(r) - {"name", "fwd_ms", "bwd_ms"})
-        if unknown:
-            raise ConfigError(f"{path.name}: unknown column {unknown[0]!r}; allowed: name, fwd_ms, bwd_ms")
-        try:
-            doc["ops"].append({"name": r["name"], "fwd_ms": float(r["fwd_ms"]), "bwd_ms": float(r["bwd_ms"])})
-        except (TypeError, ValueError, KeyError):
-            raise ConfigError(f"{path.name}: row {i + 2}: needs name, fwd_ms and bwd_ms (numbers)") from None
-    return from_dict(doc, source=path.name)
-
-
-def _keys(d: dict, allowed: set, required: set, where: str) -> None:
-    unknown = sorted(set(d) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
-    missing = sorted(required - set(d))
-    if missing:
-        raise ConfigError(f"{where}: missing key {missing[0]!r}")
-
-
-def _name(v, where: str) -> str:
-    if not isinstance(v, str) or not v:
-        raise ConfigError(f"{where}: expected a non-empty string, got {v!r}")
-    return v
-
-
-def _nonneg(v, where: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise ConfigError(f"{where}: must be a finite number >= 0, got {v!r}")
-    return float(v)
-
-
-def _bytes(v, where: str) -> int:
     try:
-        return parse_bytes(v, where)
-    except SlackSwapError as exc:
-        raise ConfigError(str(exc)) from None
+        with open(path, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigError(f"{path.name}: cannot read as CSV: {exc}") from None
+    ops = [parse(CsvRow, r, f"{path.name}: row {i + 2}").model_dump() for i, r in enumerate(rows)]
+    return from_dict({"name": path.stem, "ops": ops}, source=path.name)

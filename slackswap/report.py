@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from ._paths import data_dir, user_path
-from .errors import ConfigError
+from .errors import ConfigError, ParameterError
 from .tables import (  # noqa: F401 - re-exported: report is the tables' public home
     AGGREGATIONS,
     SETTINGS,
@@ -311,12 +311,25 @@ def _memory_axes(ax, result, problem, ts: float, color: str):
     ax.grid(alpha=0.3)
 
 
+def _figure_args(fn: str, result, problem) -> None:
+    """Refuse swapped or wrong arguments: ``fn(result, problem=None)``."""
+    from .problem import Problem
+    from .schema import check_type
+    from .timeline import SimResult
+
+    check_type(result, SimResult, f"{fn}(result)", "a SimResult (simulate(problem, plan)); the "
+               "order is (result, problem)", ParameterError)
+    if problem is not None:
+        check_type(problem, Problem, f"{fn}(problem)", "a Problem or None", ParameterError)
+
+
 def timeline_figure(result, problem=None, path=None, title: str | None = None, planner: str | None = None):
     """Gantt chart of one simulated step (``simulate(problem, plan, detail=True)``): one row per
     engine (compute, D2H, H2D), one bar per event coloured by kind; each copy is its own bar
     (consecutive copies alternate two shades). Below it the activation-memory curve with the
     budget line (docs/timeline.md section 4); the title above, one legend below. With ``planner``
     the title names it and the memory curve takes its colour (``planner_style``)."""
+    _figure_args("timeline_figure", result, problem)
     if not result.events:
         raise ConfigError("timeline_figure: the result has no events; simulate with detail=True")
     end = max(e.end for e in result.events)
@@ -346,6 +359,7 @@ def timeline_figure(result, problem=None, path=None, title: str | None = None, p
 def memory_figure(result, problem=None, path=None, planner: str | None = None):
     """The activation-memory curve alone, with the budget line (the curve in ``planner``'s colour
     when given); the legend below the axes."""
+    _figure_args("memory_figure", result, problem)
     fig, axes = _figure(1, 1, height=3.0, width=8.0)
     ax = axes[0][0]
     tu, ts = _time_unit(max(float(max(result.memory_times, default=0)), 1e-12))

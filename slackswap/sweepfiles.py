@@ -6,19 +6,92 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from ._paths import user_path
-from .errors import ConfigError
+from .errors import ConfigError, SlackSwapError
+from .schema import PosFloat, PosInt, Schema, parse
 
 try:  # Python 3.11+
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["SWEEP_KEYS", "load_sweep", "run_sweep_file", "sweeps_dir"]
+__all__ = ["SWEEP_KEYS", "load_sweep", "run_sweep_file", "sweep_from_dict", "sweeps_dir"]
 
-SWEEP_KEYS = {"name", "description", "models", "hardware", "budgets", "planners", "planner_params",
-              "variants", "links", "overrides", "workers", "by", "bound"}
+
+def _budget(value):
+    """One budget as ``Problem.build`` takes it: a fraction in (0, 1], bytes, "24GiB" or "inf"."""
+    from .problem import resolve_budget
+
+    try:
+        resolve_budget(value, 1)
+    except SlackSwapError as exc:
+        raise PydanticCustomError("budget", str(exc).removeprefix("budget: ")) from None
+    return value
+
+
+Budget = Annotated[Any, AfterValidator(_budget)]
+Names = Annotated[str, Field(min_length=1)] | Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+
+
+class BudgetRange(Schema):
+    """``budgets = {start, stop, step}``: fractions of the keep-all peak, stop included."""
+
+    start: Annotated[float, Field(gt=0, le=1)]
+    stop: Annotated[float, Field(gt=0, le=1)]
+    step: PosFloat
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.stop < self.start:
+            raise ValueError(f"stop ({self.stop}) must be >= start ({self.start})")
+        return self
+
+    def count(self) -> int:
+        """How many budgets the range holds (known before the list is made)."""
+        return int(round((self.stop - self.start) / self.step)) + 1
+
+    def values(self) -> list[float]:
+        return [round(self.start + i * self.step, 6) for i in range(self.count())]
+
+
+class Variant(Schema):
+    label: Annotated[str, Field(min_length=1)]
+    planner: Annotated[str, Field(min_length=1)]
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class SweepFile(Schema):
+    """A sweep file (docs/experiments.md section 4)."""
+
+    name: str | None = None
+    description: str = ""
+    models: Names
+    hardware: Names = ["a100-80gb"]
+    budgets: Annotated[list[Budget], Field(min_length=1)] | BudgetRange
+    planners: Annotated[str, Field(min_length=1)] | list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    planner_params: dict[str, dict[str, Any]] | None = None
+    variants: Annotated[list[Variant], Field(min_length=1)] | None = None
+    links: Annotated[str, Field(min_length=1)] | list[str | dict[str, Any]] | None = None
+    overrides: dict[str, Any] | list[dict[str, Any]] | None = None
+    workers: PosInt = 2
+    by: Annotated[str, Field(min_length=1)] = "budget"
+    bound: bool | dict[str, Any] = True
+
+    @model_validator(mode="after")
+    def _planners(self):
+        if self.variants is not None and self.planner_params is not None:
+            raise ValueError("give planner_params or variants, not both")
+        if not self.planners and not self.variants:
+            raise ValueError("no planner to run: give planners (a list of names) or [[variants]]")
+        return self
+
+
+SWEEP_KEYS = set(SweepFile.model_fields)
 
 
 def sweeps_dir() -> Path:
@@ -33,42 +106,39 @@ def load_sweep(path) -> dict:
     ``description`` and ``by`` (the ablation column). Unknown keys raise ``ConfigError``.
     ``budgets`` is a list or a table ``{start, stop, step}`` (stop included)."""
     p = user_path(path)
-    if not p.exists():
+    if not p.is_file():
         raise ConfigError(f"sweep file: {p} does not exist")
     try:
         doc = tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"sweep file {p.name}: not valid TOML ({e})") from None
-    extra = sorted(set(doc) - SWEEP_KEYS)
-    if extra:
-        raise ConfigError(f"sweep file {p.name}: unknown key {extra[0]!r}; allowed: {', '.join(sorted(SWEEP_KEYS))}")
-    for k in ("models", "budgets", "planners"):
-        if k not in doc and not (k == "planners" and "variants" in doc):
-            raise ConfigError(f"sweep file {p.name}: missing key {k!r}")
-    budgets = doc["budgets"]
-    if isinstance(budgets, dict):
-        bad = sorted(set(budgets) - {"start", "stop", "step"})
-        if bad or set(budgets) != {"start", "stop", "step"}:
-            raise ConfigError(f"sweep file {p.name}: budgets table needs exactly start, stop, step; got {sorted(budgets)}")
-        n = int(round((budgets["stop"] - budgets["start"]) / budgets["step"]))
-        budgets = [round(budgets["start"] + i * budgets["step"], 6) for i in range(n + 1)]
-    params = doc.get("planner_params")
-    if "variants" in doc:
-        if params is not None:
-            raise ConfigError(f"sweep file {p.name}: give planner_params or variants, not both")
-        for v in doc["variants"]:
-            bad = sorted(set(v) - {"label", "planner", "params"})
-            if bad:
-                raise ConfigError(f"sweep file {p.name}: unknown key {bad[0]!r} in a variant; allowed: label, planner, params")
-        params = [(v.get("label"), v.get("planner"), v.get("params", {})) for v in doc["variants"]]
-    out = {"name": doc.get("name", p.stem), "description": doc.get("description", ""),
-           "models": doc["models"], "hardware": doc.get("hardware", ["a100-80gb"]), "budgets": budgets,
-           "planners": doc.get("planners", []), "planner_params": params, "link": doc.get("links"),
-           "overrides": doc.get("overrides"), "workers": int(doc.get("workers", 2)),
-           "bound": doc.get("bound", True), "by": doc.get("by", "budget")}
+        raise ConfigError(f"{p.name}: not valid TOML ({e})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p.name}: cannot read {p}: {e}") from None
+    return sweep_from_dict(doc, p.name, p.stem)
+
+
+def sweep_from_dict(doc, where: str = "sweep", default_name: str = "sweep") -> dict:
+    """``load_sweep`` of an already-parsed document (``where`` names it in errors)."""
+    f = parse(SweepFile, doc, where)
+    budgets = f.budgets.values() if isinstance(f.budgets, BudgetRange) else list(f.budgets)
+    params = f.planner_params
+    if f.variants is not None:
+        params = [(v.label, v.planner, dict(v.params)) for v in f.variants]
+    out = {"name": f.name or default_name, "description": f.description, "models": f.models,
+           "hardware": f.hardware, "budgets": budgets, "planners": f.planners,
+           "planner_params": params, "link": f.links, "overrides": f.overrides,
+           "workers": f.workers, "bound": f.bound, "by": f.by}
+    from . import planners
     from .experiments import variants
 
-    variants(out["planners"], out["planner_params"])  # validate now, not in the middle of a sweep
+    try:  # validate now, not in the middle of a sweep
+        for label, name, params in variants(out["planners"], out["planner_params"]):
+            try:
+                planners.get(name, **params)
+            except SlackSwapError as exc:
+                raise ConfigError(f"planner {label!r}: {exc}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     return out
 
 

@@ -190,7 +190,7 @@ def test_missing_cvxpy_names_the_extra(monkeypatch):
 
 def test_bad_parameters_raise():
     p = _problem(chain(4, sizes=[2, 2, 2, 2]), 6)
-    with pytest.raises(SlackSwapError, match="milp.solver"):
+    with pytest.raises(SlackSwapError, match="milp: solver: must be one of .highs."):
         planners.get("milp", solver="gurobi").plan(p)
     with pytest.raises(SlackSwapError, match="time_limit_s"):
         planners.get("milp", time_limit_s=-1).plan(p)

@@ -278,7 +278,7 @@ def test_bad_toml_names_the_key(tmp_path, edit, field):
     p.write_text(edit(_preset_text()))
     with pytest.raises(ConfigError) as ei:
         load_file(p)
-    assert str(ei.value).startswith(field + ":"), str(ei.value)
+    assert str(ei.value).startswith(f"bad.toml: {field}:"), str(ei.value)
 
 
 def test_invalid_toml_syntax(tmp_path):

@@ -117,8 +117,10 @@ def test_bad_parameters_raise():
         planners.get("capuchin", min_swap_bytes=1.5)
     with pytest.raises(SlackSwapError, match="max_rounds"):
         planners.get("dp-checkpoint", max_rounds=0)
-    with pytest.raises(SlackSwapError, match="bad parameters"):
+    with pytest.raises(SlackSwapError, match="keep-all: foo: unknown parameter; allowed: none"):
         planners.get("keep-all", foo=1)
+    with pytest.raises(SlackSwapError, match="swap-all: foo: unknown parameter; allowed: min_swap_bytes"):
+        planners.get("swap-all", foo=1)
 
 
 def test_function_planner_wraps_a_function():

@@ -129,7 +129,7 @@ def test_transfer_margin_scales_only_the_copies(fixture):
     assert with_transfer_margin(p, 0) is p
     with pytest.raises(SlackSwapError, match="margin"):
         with_transfer_margin(p, -0.1)
-    with pytest.raises(SlackSwapError, match="slack.margin"):
+    with pytest.raises(SlackSwapError, match="slack: margin"):
         SlackPlanner(margin="big")
 
 

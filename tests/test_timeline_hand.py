@@ -162,7 +162,7 @@ def test_plan_json_round_trip(tmp_path):
     with pytest.raises(PlanError, match="schema_version"):
         Plan.load(f)
     f.write_text('{"schema_version": 1, "decisions": {"1": "keep"}, "colour": 3}')
-    with pytest.raises(PlanError, match="unknown keys"):
+    with pytest.raises(PlanError, match="plan.json: colour: unknown key; allowed: d2h_order"):
         Plan.load(f)
     with pytest.raises(PlanError, match="does not exist"):
         Plan.load(tmp_path / "missing.json")

@@ -22,7 +22,7 @@ from .zoo import available, load
 __all__ = ["TransformerSpec", "available", "build", "from_hf_config", "load", "spec"]
 
 
-def spec(name_or_spec: str | Path | TransformerSpec, **overrides) -> TransformerSpec:
+def spec(name_or_spec: str | Path | TransformerSpec, /, **overrides) -> TransformerSpec:
     """The ``TransformerSpec`` of a preset name, a spec or a path to an HF ``config.json``, with
     ``overrides`` applied (files are read now)."""
     if isinstance(name_or_spec, TransformerSpec):
@@ -38,7 +38,7 @@ def spec(name_or_spec: str | Path | TransformerSpec, **overrides) -> Transformer
                       f"path; got {type(name_or_spec).__name__}")
 
 
-def build(name_or_spec: str | Path | TransformerSpec, **overrides) -> Graph:
+def build(name_or_spec: str | Path | TransformerSpec, /, **overrides) -> Graph:
     """A ``Graph`` from a preset name, a ``TransformerSpec`` or a path to an HF ``config.json``.
 
     ``"hf:<name or config.json>"`` traces the HuggingFace model instead (needs the ``torch``

@@ -23,10 +23,13 @@ Three families share one spec; the family fixes the block layout (docs/models.md
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
 
 from ..errors import ConfigError
+from ..schema import Schema, parse
 
 FAMILIES = ("bert", "gpt2", "llama")
 DTYPES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -138,7 +141,7 @@ class TransformerSpec:
         """Help text for every field (for CLI options and docs)."""
         return dict(_HELP)
 
-    def replace(self, **overrides) -> TransformerSpec:
+    def replace(self, /, **overrides) -> TransformerSpec:
         """A copy with some fields changed; unknown fields raise ``ConfigError``.
 
         ``kv_heads``/``max_positions`` that equalled ``heads``/``seq`` follow them when only the
@@ -211,62 +214,64 @@ class TransformerSpec:
                 f" params={self.param_count() / 1e6:.1f}M")
 
 
-def _enum(spec, fname, allowed):
-    v = getattr(spec, fname)
-    if v not in allowed:
-        raise ConfigError(f"{fname}: must be one of {', '.join(allowed)}; got {v!r}")
+Positive = Annotated[int, Field(ge=1)]
 
 
-def _posint(spec, fname, minimum=1):
-    v = getattr(spec, fname)
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise ConfigError(f"{fname}: must be an integer >= {minimum}; got {v!r}")
+class SpecSchema(Schema):
+    """The declared types and ranges of every ``TransformerSpec`` field, and the checks between
+    fields (a preset file is this plus a ``[sources]`` table: ``zoo.ModelFile``)."""
 
+    name: Annotated[str, Field(min_length=1)]
+    family: Literal[FAMILIES]
+    layers: Positive
+    hidden: Positive
+    heads: Positive
+    ffn: Positive
+    vocab: Positive
+    seq: Positive
+    batch: Positive
+    max_positions: Positive
+    kv_heads: Positive
+    dtype: Literal[tuple(DTYPES)]
+    norm: Literal[NORMS]
+    activation: Literal[ACTIVATIONS]
+    attention: Literal[ATTENTIONS]
+    dropout: Annotated[float, Field(ge=0, lt=1)]
+    causal: bool
+    tied_embeddings: bool
+    position: Literal[POSITIONS]
+    type_vocab: Annotated[int, Field(ge=0)]
+    pooler: bool
+    head: Literal[HEADS]
+    tensor_parallel: Positive
+    implementation: Literal[IMPLEMENTATIONS]
+    source: str
 
-def _bool(spec, fname):
-    if not isinstance(getattr(spec, fname), bool):
-        raise ConfigError(f"{fname}: must be true or false; got {getattr(spec, fname)!r}")
+    @model_validator(mode="after")
+    def _consistent(self):
+        s = self
+        if s.hidden % s.heads:
+            raise ValueError(f"hidden: must be divisible by heads ({s.heads}); got {s.hidden}")
+        if s.kv_heads > s.heads or s.heads % s.kv_heads:
+            raise ValueError(f"kv_heads: must divide heads ({s.heads}); got {s.kv_heads}")
+        t = s.tensor_parallel
+        if s.heads % t or s.kv_heads % t:
+            raise ValueError(f"tensor_parallel: must divide heads ({s.heads}) and kv_heads "
+                             f"({s.kv_heads}); got {t}")
+        if s.ffn % t:
+            raise ValueError(f"tensor_parallel: must divide ffn ({s.ffn}); got {t}")
+        if s.seq > s.max_positions:
+            raise ValueError(f"seq: must be <= max_positions ({s.max_positions}); got {s.seq} "
+                             "(raise max_positions explicitly to extrapolate)")
+        if s.family != "bert":
+            if s.type_vocab:
+                raise ValueError(f"type_vocab: must be 0 for family {s.family!r}; got {s.type_vocab}")
+            if s.pooler:
+                raise ValueError(f"pooler: only family 'bert' has a pooler; got family {s.family!r}")
+            if s.head != "lm":
+                raise ValueError(f"head: must be 'lm' for family {s.family!r}; got {s.head!r}")
+        return self
 
 
 def _validate(s: TransformerSpec) -> None:
-    if not isinstance(s.name, str) or not s.name:
-        raise ConfigError(f"name: must be a non-empty string; got {s.name!r}")
-    if not isinstance(s.source, str):
-        raise ConfigError(f"source: must be a string; got {s.source!r}")
-    _enum(s, "family", FAMILIES)
-    for f in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "batch",
-              "max_positions", "tensor_parallel"):
-        _posint(s, f)
-    _posint(s, "type_vocab", minimum=0)
-    _enum(s, "dtype", tuple(DTYPES))
-    _enum(s, "norm", NORMS)
-    _enum(s, "activation", ACTIVATIONS)
-    _enum(s, "attention", ATTENTIONS)
-    _enum(s, "position", POSITIONS)
-    _enum(s, "head", HEADS)
-    _enum(s, "implementation", IMPLEMENTATIONS)
-    for f in ("causal", "tied_embeddings", "pooler"):
-        _bool(s, f)
-    d = s.dropout
-    if isinstance(d, bool) or not isinstance(d, (int, float)) or not math.isfinite(d) or not 0 <= d < 1:
-        raise ConfigError(f"dropout: must be a probability in [0, 1); got {d!r}")
-    if s.hidden % s.heads:
-        raise ConfigError(f"hidden: must be divisible by heads ({s.heads}); got {s.hidden}")
-    if s.kv_heads > s.heads or s.heads % s.kv_heads:
-        raise ConfigError(f"kv_heads: must divide heads ({s.heads}); got {s.kv_heads}")
-    t = s.tensor_parallel
-    if s.heads % t or s.kv_heads % t:
-        raise ConfigError(f"tensor_parallel: must divide heads ({s.heads}) and kv_heads "
-                          f"({s.kv_heads}); got {t}")
-    if s.ffn % t:
-        raise ConfigError(f"tensor_parallel: must divide ffn ({s.ffn}); got {t}")
-    if s.seq > s.max_positions:
-        raise ConfigError(f"seq: must be <= max_positions ({s.max_positions}); got {s.seq} "
-                          "(raise max_positions explicitly to extrapolate)")
-    if s.family != "bert":
-        if s.type_vocab:
-            raise ConfigError(f"type_vocab: must be 0 for family {s.family!r}; got {s.type_vocab}")
-        if s.pooler:
-            raise ConfigError(f"pooler: only family 'bert' has a pooler; got family {s.family!r}")
-        if s.head != "lm":
-            raise ConfigError(f"head: must be 'lm' for family {s.family!r}; got {s.head!r}")
+    parse(SpecSchema, {f: getattr(s, f) for f in s.fields()})

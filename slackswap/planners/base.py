@@ -10,13 +10,18 @@ True
 
 from __future__ import annotations
 
+import functools
+import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
-from ..errors import SlackSwapError, UnknownNameError
+from ..errors import ParameterError, SlackSwapError, UnknownNameError
 from ..plan import Decision, Plan, SolveInfo, Status
+from ..schema import Schema, check_type, parse
+
+S = TypeVar("S", bound=Schema)
 
 
 @dataclass(frozen=True)
@@ -39,12 +44,28 @@ class Planner(Protocol):
 _REGISTRY: dict[str, Callable[..., Planner]] = {}
 
 
-def int_param(planner: str, name: str, value, minimum: int = 0) -> int:
-    """Check an integer planner parameter (bools refused) in a constructor; the error names
-    ``planner.name`` and the allowed range."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise SlackSwapError(f"{planner}.{name}: must be an int >= {minimum}, got {value!r}")
-    return value
+def check_params(planner: str, schema: type[S], **params) -> S:
+    """A planner's parameters parsed by its declared ``schema`` (strict types: ``"no"`` is not a
+    boolean, ``True`` is not a number); a bad one raises ``ParameterError`` naming
+    ``<planner>: <parameter>`` and what was expected."""
+    return parse(schema, params, planner, exc=ParameterError)
+
+
+def check_problem(problem, who: str):
+    """Refuse anything but a ``Problem`` as the argument of ``plan``."""
+    from ..problem import Problem
+
+    return check_type(problem, Problem, f"{who}.plan(problem)",
+                      "a Problem (slackswap.Problem.build(model, hardware, budget))", ParameterError)
+
+
+def _checked_plan(plan: Callable, name: str) -> Callable:
+    @functools.wraps(plan)
+    def wrapper(self, problem, *args, **kwargs):
+        check_problem(problem, name)
+        return plan(self, problem, *args, **kwargs)
+
+    return wrapper
 
 
 def register(name: str, factory: Callable[..., Planner] | None = None):
@@ -54,6 +75,8 @@ def register(name: str, factory: Callable[..., Planner] | None = None):
     def deco(f):
         if name in _REGISTRY:
             raise SlackSwapError(f"planner name {name!r} is already registered")
+        if isinstance(f, type) and callable(vars(f).get("plan")):
+            f.plan = _checked_plan(vars(f)["plan"], name)
         _REGISTRY[name] = f
         return f
 
@@ -73,12 +96,23 @@ def available() -> list[str]:
 def get(name: str, **params) -> Planner:
     """Build the planner registered as ``name`` with ``params`` (unknown name lists known ones)."""
     _load_builtin()
+    check_type(name, str, "planner", "a planner name (a string)", ParameterError)
     if name not in _REGISTRY:
         raise UnknownNameError("planner", name, list(_REGISTRY))
+    factory = _REGISTRY[name]
     try:
-        return _REGISTRY[name](**params)
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        sig = None
+    if sig is not None and not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        allowed = [k for k, p in sig.parameters.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        bad = [k for k in params if k not in allowed]
+        if bad:
+            raise ParameterError(f"{name}: {bad[0]}: unknown parameter; allowed: {', '.join(allowed) or 'none'}")
+    try:
+        return factory(**params)
     except TypeError as e:
-        raise SlackSwapError(f"planner {name!r}: bad parameters {sorted(params)} ({e})") from None
+        raise ParameterError(f"planner {name!r}: bad parameters {sorted(params)} ({e})") from None
 
 
 class FunctionPlanner:
@@ -91,6 +125,7 @@ class FunctionPlanner:
         self.name, self.fn, self.tags, self.params = name, fn, tags or Tags(), params
 
     def plan(self, problem) -> Plan:
+        check_problem(problem, self.name)
         t0 = time.perf_counter()
         out = self.fn(problem, **self.params)
         if isinstance(out, Plan):
@@ -135,5 +170,5 @@ def _load_builtin() -> None:
                 raise
 
 
-__all__ = ["Decision", "FunctionPlanner", "Planner", "Tags", "available", "get", "int_param", "make_plan",
-           "register"]
+__all__ = ["Decision", "FunctionPlanner", "Planner", "Tags", "available", "check_params", "check_problem",
+           "get", "make_plan", "register"]

@@ -17,8 +17,9 @@ from __future__ import annotations
 import time
 
 from ..plan import Decision, Plan
+from ..schema import NonNegInt, Schema
 from . import _chain
-from .base import Tags, int_param, make_plan, register
+from .base import Tags, check_params, make_plan, register
 
 
 @register("keep-all")
@@ -69,8 +70,11 @@ class SwapAll:
     name = "swap-all"
     tags = Tags(supports_swap=True)
 
+    class Params(Schema):
+        min_swap_bytes: NonNegInt = 0
+
     def __init__(self, min_swap_bytes: int = 0):
-        self.min_swap_bytes = int_param("swap-all", "min_swap_bytes", min_swap_bytes)
+        self.min_swap_bytes = check_params("swap-all", self.Params, min_swap_bytes=min_swap_bytes).min_swap_bytes
 
     def plan(self, problem) -> Plan:
         t0 = time.perf_counter()

@@ -14,9 +14,10 @@ import time
 
 from ..errors import SlackSwapError
 from ..plan import Decision, Plan, SolveInfo, Status
+from ..schema import NonNegInt, Schema
 from ..timeline import simulate
 from ..timeline.simulate import time_tolerance
-from .base import Tags, register
+from .base import Tags, check_params, register
 
 _ORDER = {Decision.KEEP: 0, Decision.SWAP: 1, Decision.RECOMPUTE: 2}
 
@@ -28,10 +29,15 @@ class BrutePlanner:
     name = "brute"
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
 
+    class Params(Schema):
+        max_tensors: NonNegInt = 12
+        allow_swap: bool = True
+        allow_recompute: bool = True
+
     def __init__(self, max_tensors: int = 12, allow_swap: bool = True, allow_recompute: bool = True):
-        self.max_tensors = max_tensors
-        self.allow_swap = allow_swap
-        self.allow_recompute = allow_recompute
+        p = check_params("brute", self.Params, max_tensors=max_tensors, allow_swap=allow_swap,
+                         allow_recompute=allow_recompute)
+        self.max_tensors, self.allow_swap, self.allow_recompute = p.max_tensors, p.allow_swap, p.allow_recompute
 
     @property
     def params(self) -> dict:
@@ -40,8 +46,6 @@ class BrutePlanner:
 
     def plan(self, problem) -> Plan:
         t0 = time.perf_counter()
-        if not isinstance(self.max_tensors, int) or self.max_tensors < 0:
-            raise SlackSwapError(f"brute.max_tensors: must be an int >= 0, got {self.max_tensors!r}")
         ids = list(problem.planning_ids)
         if len(ids) > self.max_tensors:
             raise SlackSwapError(f"brute: problem has {len(ids)} planning tensors > max_tensors="

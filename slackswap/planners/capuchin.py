@@ -24,9 +24,10 @@ from __future__ import annotations
 import time
 
 from ..plan import Decision, Plan
+from ..schema import NonNegInt, Schema
 from ..timeline.simulate import time_tolerance
 from . import _chain
-from .base import Tags, int_param, make_plan, register
+from .base import Tags, check_params, make_plan, register
 
 
 def free_windows(problem) -> dict[int, float]:
@@ -87,8 +88,11 @@ class Capuchin:
     name = "capuchin"
     tags = Tags(supports_swap=True, supports_recompute=True)
 
+    class Params(Schema):
+        min_swap_bytes: NonNegInt = 0
+
     def __init__(self, min_swap_bytes: int = 0):
-        self.min_swap_bytes = int_param("capuchin", "min_swap_bytes", min_swap_bytes)
+        self.min_swap_bytes = check_params("capuchin", self.Params, min_swap_bytes=min_swap_bytes).min_swap_bytes
 
     def plan(self, problem) -> Plan:
         t0 = time.perf_counter()

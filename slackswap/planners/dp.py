@@ -43,8 +43,9 @@ from functools import cache
 
 from ..errors import SlackSwapError
 from ..plan import Decision, Plan
+from ..schema import PosInt, Schema
 from . import _chain
-from .base import Tags, int_param, make_plan, register
+from .base import Tags, check_params, make_plan, register
 
 FULL, CKPT, NONE = "full", "ckpt", "none"
 
@@ -203,8 +204,11 @@ class DPCheckpoint:
     name = "dp-checkpoint"
     tags = Tags(supports_recompute=True, chain_only=True)
 
+    class Params(Schema):
+        max_rounds: PosInt = 20
+
     def __init__(self, max_rounds: int = 20):
-        self.max_rounds = int_param("dp-checkpoint", "max_rounds", max_rounds, 1)
+        self.max_rounds = check_params("dp-checkpoint", self.Params, max_rounds=max_rounds).max_rounds
 
     def plan(self, problem) -> Plan:
         t0 = time.perf_counter()

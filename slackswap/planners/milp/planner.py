@@ -15,12 +15,18 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field
+from pydantic_core import PydanticCustomError
 
 from ...errors import SlackSwapError
 from ...mip.backends import BACKENDS, solve
 from ...plan import Decision, Plan, SolveInfo, Status, validate
+from ...schema import NonNegFloat, NonNegInt, PosFloat, PosInt, Schema
 from ...timeline import simulate
-from ..base import Tags, available, get, int_param, register
+from ..base import Tags, available, check_params, get, register
 
 _REL = 1e-6
 _PRESOLVE_MAX_NNZ = 50_000
@@ -28,6 +34,12 @@ _PRESOLVE_MAX_NNZ = 50_000
 ones HiGHS 1.16's MIP presolve alone outlasts the solve: ``tiny`` cut to 1 layer (155,187
 nonzeros) is solved to optimality in 47-78 s without it and not within 20 s with it
 (docs/milp.md section 9); on the small test table it is 2.5 times faster with it."""
+
+
+def _presolve(value):
+    if value is True or value is False or value == "auto":
+        return value
+    raise PydanticCustomError("literal_error", "must be True, False or 'auto'")
 
 
 @register("milp")
@@ -53,17 +65,33 @@ class MilpPlanner:
     name = "milp"
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
 
+    class Params(Schema):
+        solver: Literal[BACKENDS] = "highs"
+        time_limit_s: PosFloat | None = None
+        mip_rel_gap: Annotated[float, Field(ge=0, lt=1)] = 1e-9
+        threads: PosInt | None = None
+        seed: NonNegInt = 0
+        warm_start: bool = True
+        write_lp: str | Path | None = None
+        allow_swap: bool = True
+        allow_recompute: bool = True
+        max_tree_nodes: PosInt = 4000
+        max_exact_tensors: NonNegInt = 40
+        aggregate_nodes: NonNegInt = 20
+        aggregate_time_s: NonNegFloat = 60.0
+        presolve: Annotated[Literal[True, False, "auto"], BeforeValidator(_presolve)] = "auto"
+
     def __init__(self, solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-9,
                  threads: int | None = None, seed: int = 0, warm_start: bool = True, write_lp=None,
                  allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
                  max_exact_tensors: int = 40, aggregate_nodes: int = 20, aggregate_time_s: float = 60.0,
                  presolve="auto"):
-        self.solver, self.time_limit_s, self.mip_rel_gap = solver, time_limit_s, mip_rel_gap
-        self.threads, self.seed, self.warm_start, self.write_lp = threads, seed, warm_start, write_lp
-        self.allow_swap, self.allow_recompute, self.max_tree_nodes = allow_swap, allow_recompute, max_tree_nodes
-        self.max_exact_tensors, self.aggregate_time_s = max_exact_tensors, aggregate_time_s
-        self.aggregate_nodes = aggregate_nodes
-        self.presolve = presolve
+        args = {k: v for k, v in locals().items() if k in self.Params.model_fields}
+        self._set(check_params("milp", self.Params, **args))
+
+    def _set(self, p: Params) -> None:
+        for k, v in p.model_dump().items():
+            setattr(self, k, v)
 
     @property
     def params(self) -> dict:
@@ -75,20 +103,8 @@ class MilpPlanner:
                 "presolve": self.presolve}
 
     def _check(self):
-        if self.solver not in BACKENDS:
-            raise SlackSwapError(f"milp.solver: must be one of {', '.join(BACKENDS)}; got {self.solver!r}")
-        if self.time_limit_s is not None and not (isinstance(self.time_limit_s, (int, float)) and self.time_limit_s > 0):
-            raise SlackSwapError(f"milp.time_limit_s: must be a positive number of seconds or None, got {self.time_limit_s!r}")
-        int_param("milp", "max_exact_tensors", self.max_exact_tensors)
-        int_param("milp", "aggregate_nodes", self.aggregate_nodes)
-        if isinstance(self.aggregate_time_s, bool) or not (isinstance(self.aggregate_time_s, (int, float))
-                                                           and self.aggregate_time_s >= 0):
-            raise SlackSwapError(f"milp.aggregate_time_s: must be a number of seconds >= 0 (0: LP bound only), "
-                                 f"got {self.aggregate_time_s!r}")
-        if self.presolve not in (True, False, "auto"):
-            raise SlackSwapError(f"milp.presolve: must be True, False or 'auto', got {self.presolve!r}")
-        if not (isinstance(self.mip_rel_gap, (int, float)) and 0 <= self.mip_rel_gap < 1):
-            raise SlackSwapError(f"milp.mip_rel_gap: must be in [0, 1), got {self.mip_rel_gap!r}")
+        """Parse the parameters (also after an attribute was changed) by ``Params``."""
+        self._set(check_params("milp", self.Params, **{k: getattr(self, k) for k in self.Params.model_fields}))
 
     def build(self, problem, deadline: float | None = None):
         """The built model (``.model`` has ``to_lp(path)`` / ``to_mps(path)``)."""

@@ -55,11 +55,14 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from typing import Annotated, Literal
 
-from ...errors import SlackSwapError
+from pydantic import Field
+
 from ...plan import Decision
+from ...schema import NonNegInt, PosInt, Schema
 from ...timeline.simulate import time_tolerance
-from ..base import Tags, int_param, make_plan, register
+from ..base import Tags, check_params, make_plan, register
 from .improve import Fifo, Judge, issue_points, local_search, recompute_fit, rerun_closure
 from .keep import keep_greedy
 
@@ -69,18 +72,6 @@ PREFETCH = ("auto", "first_use", "lookahead")
 #: producer kinds whose outputs are cheap to regenerate (memory-bound, no tensor cores)
 CHEAP_KINDS = frozenset({"elementwise", "dropout", "norm"})
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
-
-
-def _choice(name, value, allowed):
-    if value not in allowed:
-        raise SlackSwapError(f"slack.{name}: got {value!r}; allowed: {', '.join(map(repr, allowed))}")
-    return value
-
-
-def _flag(name, value):
-    if not isinstance(value, bool):
-        raise SlackSwapError(f"slack.{name}: must be True or False, got {value!r}")
-    return value
 
 
 @register("slack")
@@ -114,21 +105,28 @@ class SlackPlanner:
     name = "slack"
     tags = Tags(exact=False, supports_swap=True, supports_recompute=True)
 
+    class Params(Schema):
+        order: Literal[ORDERS] = "rebuild_per_byte"
+        mode: Literal[MODES] = "hybrid"
+        prefetch: Literal[PREFETCH] = "auto"
+        min_swap_bytes: NonNegInt = 1 << 20
+        keep_tail: bool = True
+        regen_masks: bool = True
+        pack: bool = True
+        local_search: bool = True
+        max_sims: PosInt = 16
+        margin: Annotated[float, Field(ge=0, le=10)] = 0.0   # 0.2 = copies 20% slower
+
     def __init__(self, order: str = "rebuild_per_byte", mode: str = "hybrid", prefetch: str = "auto",
                  min_swap_bytes: int = 1 << 20, keep_tail: bool = True, regen_masks: bool = True,
                  pack: bool = True, local_search: bool = True, max_sims: int = 16, margin: float = 0.0):
-        self.order = _choice("order", order, ORDERS)
-        self.mode = _choice("mode", mode, MODES)
-        self.prefetch = _choice("prefetch", prefetch, PREFETCH)
-        self.min_swap_bytes = int_param("slack", "min_swap_bytes", min_swap_bytes)
-        self.keep_tail = _flag("keep_tail", keep_tail)
-        self.regen_masks = _flag("regen_masks", regen_masks)
-        self.pack = _flag("pack", pack)
-        self.local_search = _flag("local_search", local_search)
-        self.max_sims = int_param("slack", "max_sims", max_sims, 1)
-        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin <= 10:
-            raise SlackSwapError(f"slack.margin: must be a number in [0, 10] (0.2 = copies 20% slower), got {margin!r}")
-        self.margin = float(margin)
+        p = check_params("slack", self.Params, order=order, mode=mode, prefetch=prefetch,
+                         min_swap_bytes=min_swap_bytes, keep_tail=keep_tail, regen_masks=regen_masks,
+                         pack=pack, local_search=local_search, max_sims=max_sims, margin=margin)
+        self.order, self.mode, self.prefetch = p.order, p.mode, p.prefetch
+        self.min_swap_bytes, self.keep_tail, self.regen_masks = p.min_swap_bytes, p.keep_tail, p.regen_masks
+        self.pack, self.local_search, self.max_sims = p.pack, p.local_search, p.max_sims
+        self.margin = float(p.margin)
 
     @property
     def params(self) -> dict:
