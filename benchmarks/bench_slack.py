@@ -69,7 +69,7 @@ def grid():
 SWITCHES = (({"order": "size"}, "bert-large", 0.5), ({"order": "position"}, "bert-large", 0.5),
             ({"mode": "swap_only"}, "bert-large", 0.5), ({"mode": "recompute_only"}, "bert-large", 0.5),
             ({"prefetch": "first_use"}, "bert-large", 0.5), ({"prefetch": "lookahead"}, "bert-large", 0.5),
-            ({"keep_tail": False}, "bert-large", 0.5), ({"regen_masks": False}, "llama-7b", 0.5),
+            ({"keep_tail": False}, "bert-large", 0.4), ({"regen_masks": False}, "llama-7b", 0.5),
             ({"pack": False}, "llama-7b", 0.6), ({"local_search": False}, "tiny", 0.4))
 
 

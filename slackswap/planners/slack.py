@@ -58,8 +58,9 @@ import time
 
 from ..errors import SlackSwapError
 from ..plan import Decision
-from ._slack_improve import Fifo, Judge, issue_points, local_search, recompute_fit, rerun_closure
+from ._slack_improve import Fifo, Judge, issue_points, recompute_fit, rerun_closure
 from ._slack_keep import keep_greedy
+from ._slack_search import SMALL, baseline_candidates, descend, moves, over_budget
 from .base import Tags, int_param, make_plan, register
 
 ORDERS = ("rebuild_per_byte", "size", "position")
@@ -112,7 +113,7 @@ class SlackPlanner:
 
     def __init__(self, order: str = "rebuild_per_byte", mode: str = "hybrid", prefetch: str = "auto",
                  min_swap_bytes: int = 1 << 20, keep_tail: bool = True, regen_masks: bool = True,
-                 pack: bool = True, local_search: bool = True, max_sims: int = 16):
+                 pack: bool = True, local_search: bool = True, max_sims: int = 1000):
         self.order = _choice("order", order, ORDERS)
         self.mode = _choice("mode", mode, MODES)
         self.prefetch = _choice("prefetch", prefetch, PREFETCH)
@@ -153,19 +154,37 @@ class SlackPlanner:
             grown = recompute_fit(problem)      # small problems only: see its docstring
             if grown is not None:
                 cands.append(grown)
-        best, best_s, seen = None, math.inf, []
-        for dec in cands:
-            if dec in seen:        # identical greedy plans: judge once
-                continue
-            seen.append(dec)
-            dec, s = self._fit(prof, judge, dec)
-            if s < best_s or best is None:
-                best, best_s = dec, s
+        small = len(prof.planning) <= SMALL
+        eager = small or self.mode == "recompute_only"
+        cands += baseline_candidates(problem, self.mode, costly=eager)   # see _slack_search
+        fitted, seen = [], []
+        self._judge_all(prof, judge, cands, fitted, seen)
+        if not eager and not any(math.isfinite(s) for s, _, _ in fitted):
+            self._judge_all(prof, judge, baseline_candidates(problem, self.mode, costly=None), fitted, seen)
+        fitted.sort(key=lambda x: x[:2])
+        best_s, _, best = fitted[0]
         if self.local_search and math.isfinite(best_s):
-            best, best_s = local_search(judge, best, self.prefetch, self._moves(prof, best), best_s)
+            starts = [(s, d) for s, _, d in fitted[:3 if small else 1] if math.isfinite(s)]
+            for s0, start in starts:
+                dec, s = descend(judge, start, s0, self.prefetch,
+                                 lambda cur: moves(prof, cur, self.mode, self._moves(prof, cur)),
+                                 passes=len(prof.planning) if small else 2)
+                if s < best_s:
+                    best, best_s = dec, s
         ip = issue_points(problem, best, self.prefetch)
         return make_plan(problem, best, self.name, self.params, t0, issue_points=ip,
                          message=f"{judge.calls} simulations, {judge.pruned} pruned")
+
+    def _judge_all(self, prof, judge, cands, fitted, seen) -> None:
+        """Fit each candidate (``_fit``) and append ``(seconds, index, decisions)`` to ``fitted``;
+        identical plans (``seen`` before) are judged once."""
+        for dec in cands:
+            if dec in seen:
+                continue
+            seen.append(dec)
+            dec, s = self._fit(prof, judge, dec)
+            if not any(dec == d for _, _, d in fitted):
+                fitted.append((s, len(fitted), dec))
 
     # ------------------------------------------------------------ greedy
     def _greedy(self, prof: _Profile, slack_scale: float, order: str, keep: bool = False) -> dict:
@@ -297,17 +316,22 @@ class SlackPlanner:
                 return dec, s
             evicted = {t for t, d in dec.items() if d is not K}
             before = dict(dec)
-            if self.mode != "swap_only":
-                self._recompute(prof, dec, evicted, chunk, prof.planning)
-            if dec == before and self.mode != "recompute_only":
-                # nothing left to recompute (or swap_only): swap, ignoring min_swap_bytes
-                got = 0
-                for t in self._swap_order(prof, prof.planning):
-                    if got >= chunk:
-                        break
-                    if dec[t] is not S and prof.swappable[t]:
-                        dec[t] = S
-                        got += prof.bytes[t]
+            hot = over_budget(prof.problem, dec)   # resident where the memory is over the budget
+            for pool in ([t for t in prof.planning if t in hot], prof.planning):
+                if self.mode != "swap_only":
+                    self._recompute(prof, dec, evicted, chunk, pool)
+                if dec == before and self.mode != "recompute_only":
+                    # nothing left to recompute (or swap_only): swap, ignoring min_swap_bytes, the
+                    # costliest to rebuild first (whatever ``order``: never size-first to swap-all)
+                    got = 0
+                    for t in self._swap_order(prof, pool, "rebuild_per_byte"):
+                        if got >= chunk:
+                            break
+                        if dec[t] is not S and prof.swappable[t]:
+                            dec[t] = S
+                            got += prof.bytes[t]
+                if dec != before:
+                    break
             if dec == before:
                 return dec, s
             chunk *= 2
