@@ -7,6 +7,8 @@ the growth of planning time with the number of layers (llama-7b, layers = 8, 16,
 with ``--grid``: slack vs the best other heuristic on every model x budget 0.3..0.8;
 ``--switches`` (alone): each switch away from its default, its step time against the default's
 (the problems of ``tests/test_slack.py``);
+``--modes`` (alone): the throughput ratio of the default, ``order="size"``, ``recompute_only`` and
+``swap_only`` on every model x budget 0.25..0.9 (0 = does not fit);
 ``--gaps [N]`` (alone): slack's gap to the exact optimum (``brute``) on ``synthetic.exact_suite()``
 and on ``synthetic.random_suite(N, seed=0)`` (default 200), with and without its local search
 (targets: mean gap <= 0.5%, worst <= 5%, never INFEASIBLE where the optimum fits).
@@ -73,7 +75,7 @@ SWITCHES = (({"order": "size"}, "bert-large", 0.5), ({"order": "position"}, "ber
             ({"mode": "swap_only"}, "bert-large", 0.5), ({"mode": "recompute_only"}, "bert-large", 0.5),
             ({"prefetch": "first_use"}, "bert-large", 0.5), ({"prefetch": "lookahead"}, "bert-large", 0.5),
             ({"keep_tail": False}, "bert-large", 0.4), ({"regen_masks": False}, "llama-7b", 0.5),
-            ({"pack": False}, "llama-7b", 0.6), ({"local_search": False}, "tiny", 0.4))
+            ({"pack": False}, "gpt2-xl", 0.5), ({"local_search": False}, "tiny", 0.4))
 
 
 def switches():
@@ -85,6 +87,19 @@ def switches():
         o = simulate(p, SlackPlanner(**kw).plan(p), detail=False).step_time_s
         (k, v), = kw.items()
         print(f"| `{k}={v}` | {model} | {b} | {d * 1e3:.3f} ms | {o * 1e3:.3f} ms | {100 * (o / d - 1):.3f}% |")
+
+
+def modes():
+    variants = ({}, {"order": "size"}, {"mode": "recompute_only"}, {"mode": "swap_only"})
+    print("| model | budget | default | order=size | recompute_only | swap_only |")
+    print("|---|---|---|---|---|---|")
+    for model in ("bert-large", "gpt2-xl", "llama-7b"):
+        base = Problem.build(model, "a100-80gb", budget=0.5)
+        for b in (0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
+            p = base.with_budget(b)
+            rs = [simulate(p, SlackPlanner(**kw).plan(p), detail=False) for kw in variants]
+            cells = " | ".join(f"{r.throughput_ratio if r.fits else 0:.5f}" for r in rs)
+            print(f"| {model} | {b} | {cells} |", flush=True)
 
 
 def gap_report():
@@ -101,6 +116,9 @@ def gap_report():
 
 
 if __name__ == "__main__":
+    if "--modes" in sys.argv:
+        modes()
+        sys.exit()
     if "--gaps" in sys.argv:
         gap_report()
         sys.exit()

@@ -140,8 +140,8 @@ def gap_figure(df, path=None):
             g = dd[dd["label"] == label].groupby("bin")["gap"]
             mean, worst = g.mean().reindex(bins) * 100, g.max().reindex(bins) * 100
             x = range(len(bins))
-            axes[0][j].plot(x, mean, ms=4, **st)
-            axes[1][j].plot(x, worst, ms=4, **st)
+            axes[0][j].plot(x, mean, ms=4, label=label, **st)
+            axes[1][j].plot(x, worst, ms=4, label=label, **st)
         for i in (0, 1):
             ax = axes[i][j]
             ax.set_xticks(range(len(bins)), bins, rotation=30 if fam == "link" else 0, fontsize=7)

@@ -38,7 +38,7 @@ BASELINES = {
     "swap_only": ("swap-all",),
 }
 #: baselines that cost seconds on a full-size model (a DP over the chain of blocks, a simulated
-#: greedy): in hybrid mode on problems above ``SMALL`` planning tensors they are candidates only
+#: greedy): on problems above ``SMALL`` planning tensors they are candidates only
 #: when nothing else fits
 COSTLY = ("dp-checkpoint", "chen-greedy")
 SMALL = 64   # planning tensors: every single-tensor move

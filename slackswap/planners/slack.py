@@ -30,13 +30,18 @@ recompute the rest. The algorithm, step by step (``SlackPlanner.plan``):
    planning tensors a keep/recompute plan grown from keep-all by peak lowered per re-run second
    (``recompute_fit``: the greedies can end at recompute-all, which the simulator's rule makes
    no smaller). Identical candidates are judged once.
+   Every baseline's plan the mode allows is a candidate too (``_slack_search.py``).
 6. **Evict-more loop** (beyond the paper): the simulator judges each candidate; while it does not
    fit, more tensors are recomputed (in chunks that double), or swapped when nothing is left to
-   recompute (swap_only). The fastest fitting candidate wins.
-7. **Local search** (beyond the paper): simulator-judged single-tensor moves (un-recompute to
-   swap or keep, latest swaps to recompute), strict improvements only, within ``max_sims``
-   simulations per ``plan`` call. A keep move that a lower bound of the accounted memory
-   proves infeasible is pruned without a simulation (``Judge``).
+   recompute (costliest to rebuild first, whatever ``order``), taking first the tensors resident
+   where a lower bound of the accounted memory is over the budget. The fastest fitting candidate
+   wins.
+7. **Local search** (beyond the paper): simulator-judged moves, strict improvements only, within
+   ``max_sims`` simulations per ``plan`` call: on problems of at most 64 planning tensors every
+   single-tensor change (at most 10: every two-tensor change too) until none improves, from the
+   best three candidates; above, a few single-tensor moves (un-recompute to swap or keep, latest
+   swaps to recompute), two passes. A move that a lower bound of the accounted memory proves
+   infeasible is pruned without a simulation (``Judge``).
 8. Prefetch issue points follow ``prefetch``; the plan's status and objective come from the
    simulator (``make_plan``).
 
@@ -60,7 +65,7 @@ from ..errors import SlackSwapError
 from ..plan import Decision
 from ._slack_improve import Fifo, Judge, issue_points, recompute_fit, rerun_closure
 from ._slack_keep import keep_greedy
-from ._slack_search import SMALL, baseline_candidates, descend, moves, over_budget
+from ._slack_search import PAIRS, SMALL, baseline_candidates, descend, moves, over_budget
 from .base import Tags, int_param, make_plan, register
 
 ORDERS = ("rebuild_per_byte", "size", "position")
@@ -155,7 +160,7 @@ class SlackPlanner:
             if grown is not None:
                 cands.append(grown)
         small = len(prof.planning) <= SMALL
-        eager = small or self.mode == "recompute_only"
+        eager = small
         cands += baseline_candidates(problem, self.mode, costly=eager)   # see _slack_search
         fitted, seen = [], []
         self._judge_all(prof, judge, cands, fitted, seen)
@@ -164,7 +169,7 @@ class SlackPlanner:
         fitted.sort(key=lambda x: x[:2])
         best_s, _, best = fitted[0]
         if self.local_search and math.isfinite(best_s):
-            starts = [(s, d) for s, _, d in fitted[:3 if small else 1] if math.isfinite(s)]
+            starts = [(s, d) for s, _, d in fitted[:3 if len(prof.planning) <= PAIRS else 1] if math.isfinite(s)]
             for s0, start in starts:
                 dec, s = descend(judge, start, s0, self.prefetch,
                                  lambda cur: moves(prof, cur, self.mode, self._moves(prof, cur)),
