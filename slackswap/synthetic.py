@@ -163,7 +163,7 @@ def random_suite(n: int = 200, seed: int = 0, max_tensors: int = 7) -> list:
     its family); ``instance.problem.graph.name`` is ``shape/index``.
 
     >>> [i.problem.graph.name for i in random_suite(2)]
-    ['random/0', 'mixed/1']
+    ['mixed/0', 'mixed/1']
     """
     import math
 

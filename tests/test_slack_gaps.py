@@ -31,6 +31,20 @@ def test_quality_targets_against_brute_force(which, request):
     assert s["mean_gap"] <= MEAN and s["worst_gap"] <= WORST
 
 
+def test_never_behind_a_baseline_that_fits(random_df):
+    """Every baseline's plan is a candidate: on small problems slack is never slower than any of
+    them, and never INFEASIBLE where one fits."""
+    for _, row in random_df.iterrows():
+        p = row["problem"]
+        for name in BASELINES["hybrid"]:
+            try:
+                r = simulate(p, planners.get(name).plan(p), detail=False)
+            except SlackSwapError:          # a chain-only planner on a graph without blocks
+                continue
+            if r.feasible and r.fits:
+                assert row["fits"] and row["step_s"] <= r.step_time_s * (1 + 1e-12), (row["instance"], name)
+
+
 def test_latency_dominated_suite_member_keeps_what_the_optimum_keeps():
     """A copy whose latency exceeds the compute it could hide under is not worth it: the greedy
     used to swap every tensor (twice the optimum's step time on this instance)."""
@@ -112,3 +126,9 @@ def test_report_tables_figure_and_side_by_side(random_df):
     with pytest.raises(SlackSwapError, match="compare.instances"):
         gaps.compare([df], {"slack": ("slack", {})})
     assert df["gap"].isna().sum() == (~df["fits"] | df["optimum_s"].isna()).sum()
+
+
+def test_doctests():
+    import doctest
+
+    assert doctest.testmod(synthetic).failed == 0 and doctest.testmod(gaps).failed == 0

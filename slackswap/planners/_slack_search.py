@@ -9,7 +9,8 @@ more cannot lower the peak (regenerated tensors stay until their last use), the 
 recompute-all, then swapped in the swap order, down to swap-all. Three remedies live here:
 
 * ``baseline_candidates``: every classic planner's plan that the mode allows is a candidate, so
-  the greedy is never behind a baseline that fits (the chain-aware ``dp-checkpoint`` and
+  the greedy is never behind a baseline that fits (above ``SMALL`` planning tensors, one of
+  ``COSTLY`` only when nothing else fits; the chain-aware ``dp-checkpoint`` and
   ``checkpoint-layers`` keep the block inputs that break the recompute chains).
 * ``over_budget``: the steps at which a lower bound of the accounted memory exceeds the budget;
   evict-more takes tensors resident there first, never blindly in swap order.

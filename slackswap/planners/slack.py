@@ -30,7 +30,7 @@ recompute the rest. The algorithm, step by step (``SlackPlanner.plan``):
    planning tensors a keep/recompute plan grown from keep-all by peak lowered per re-run second
    (``recompute_fit``: the greedies can end at recompute-all, which the simulator's rule makes
    no smaller). Identical candidates are judged once.
-   Every baseline's plan the mode allows is a candidate too (``_slack_search.py``).
+   Every baseline's plan the mode allows is a candidate too, judged as it is (``_slack_search.py``).
 6. **Evict-more loop** (beyond the paper): the simulator judges each candidate; while it does not
    fit, more tensors are recomputed (in chunks that double), or swapped when nothing is left to
    recompute (costliest to rebuild first, whatever ``order``), taking first the tensors resident
@@ -160,12 +160,14 @@ class SlackPlanner:
             if grown is not None:
                 cands.append(grown)
         small = len(prof.planning) <= SMALL
-        eager = small
-        cands += baseline_candidates(problem, self.mode, costly=eager)   # see _slack_search
         fitted, seen = [], []
         self._judge_all(prof, judge, cands, fitted, seen)
-        if not eager and not any(math.isfinite(s) for s, _, _ in fitted):
-            self._judge_all(prof, judge, baseline_candidates(problem, self.mode, costly=None), fitted, seen)
+        # every baseline's plan, as it is (see _slack_search; the costly ones on large problems
+        # only when nothing fits yet)
+        self._judge_all(prof, judge, baseline_candidates(problem, self.mode, costly=small), fitted, seen, fit=False)
+        if not small and not any(math.isfinite(s) for s, _, _ in fitted):
+            self._judge_all(prof, judge, baseline_candidates(problem, self.mode, costly=None), fitted, seen,
+                            fit=False)
         fitted.sort(key=lambda x: x[:2])
         best_s, _, best = fitted[0]
         if self.local_search and math.isfinite(best_s):
@@ -180,14 +182,17 @@ class SlackPlanner:
         return make_plan(problem, best, self.name, self.params, t0, issue_points=ip,
                          message=f"{judge.calls} simulations, {judge.pruned} pruned")
 
-    def _judge_all(self, prof, judge, cands, fitted, seen) -> None:
-        """Fit each candidate (``_fit``) and append ``(seconds, index, decisions)`` to ``fitted``;
-        identical plans (``seen`` before) are judged once."""
+    def _judge_all(self, prof, judge, cands, fitted, seen, fit: bool = True) -> None:
+        """Fit each candidate (``_fit``; with ``fit=False`` only judge it) and append ``(seconds,
+        index, decisions)`` to ``fitted``; identical plans (``seen`` before) are judged once."""
         for dec in cands:
             if dec in seen:
                 continue
             seen.append(dec)
-            dec, s = self._fit(prof, judge, dec)
+            if fit:
+                dec, s = self._fit(prof, judge, dec)
+            else:
+                s, _ = judge.score(dec, issue_points(prof.problem, dec, self.prefetch))
             if not any(dec == d for _, _, d in fitted):
                 fitted.append((s, len(fitted), dec))
 
