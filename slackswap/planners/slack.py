@@ -38,8 +38,8 @@ recompute the rest. The algorithm, step by step (``SlackPlanner.plan``):
    wins.
 7. **Local search** (beyond the paper): simulator-judged moves, strict improvements only, within
    ``max_sims`` simulations per ``plan`` call: on problems of at most 64 planning tensors every
-   single-tensor change (at most 10: every two-tensor change too) until none improves, from the
-   best three candidates; above, a few single-tensor moves (un-recompute to swap or keep, latest
+   single-tensor change (at most 10: every two-tensor change too, from each of the best three
+   candidates) until none improves; above, a few single-tensor moves (un-recompute to swap or keep, latest
    swaps to recompute), two passes. A move that a lower bound of the accounted memory proves
    infeasible is pruned without a simulation (``Judge``).
 8. Prefetch issue points follow ``prefetch``; the plan's status and objective come from the
