@@ -77,6 +77,19 @@ def baseline_candidates(problem, mode: str, costly: bool | None = True) -> list[
     return out
 
 
+def judge_all(cands, fitted: list, seen: list, evaluate) -> None:
+    """Evaluate each candidate (``evaluate(decisions) -> (decisions, seconds)``) and append
+    ``(seconds, index, decisions)`` to ``fitted``; identical plans (``seen`` before) are judged
+    once."""
+    for dec in cands:
+        if dec in seen:
+            continue
+        seen.append(dec)
+        dec, s = evaluate(dec)
+        if not any(dec == d for _, _, d in fitted):
+            fitted.append((s, len(fitted), dec))
+
+
 def over_budget(problem, dec: dict) -> set[int]:
     """Planning tensors resident (KEEP or SWAP in the forward pass) at a step where a lower bound
     of the accounted memory (``_slack_improve.memory_may_fit``) exceeds the budget; empty when

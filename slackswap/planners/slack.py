@@ -65,7 +65,7 @@ from ..errors import SlackSwapError
 from ..plan import Decision
 from ._slack_improve import Fifo, Judge, issue_points, recompute_fit, rerun_closure
 from ._slack_keep import keep_greedy
-from ._slack_search import PAIRS, SMALL, baseline_candidates, descend, moves, over_budget
+from ._slack_search import PAIRS, SMALL, baseline_candidates, descend, judge_all, moves, over_budget
 from .base import Tags, int_param, make_plan, register
 
 ORDERS = ("rebuild_per_byte", "size", "position")
@@ -161,13 +161,17 @@ class SlackPlanner:
                 cands.append(grown)
         small = len(prof.planning) <= SMALL
         fitted, seen = [], []
-        self._judge_all(prof, judge, cands, fitted, seen)
-        # every baseline's plan, as it is (see _slack_search; the costly ones on large problems
-        # only when nothing fits yet)
-        self._judge_all(prof, judge, baseline_candidates(problem, self.mode, costly=small), fitted, seen, fit=False)
-        if not small and not any(math.isfinite(s) for s, _, _ in fitted):
-            self._judge_all(prof, judge, baseline_candidates(problem, self.mode, costly=None), fitted, seen,
-                            fit=False)
+
+        def fit(d):
+            return self._fit(prof, judge, d)
+
+        def as_is(d):   # a baseline's plan is judged as it is (see _slack_search)
+            return d, judge.score(d, issue_points(problem, d, self.prefetch))[0]
+
+        judge_all(cands, fitted, seen, fit)
+        judge_all(baseline_candidates(problem, self.mode, costly=small), fitted, seen, as_is)
+        if not small and not any(math.isfinite(s) for s, _, _ in fitted):   # the costly ones
+            judge_all(baseline_candidates(problem, self.mode, costly=None), fitted, seen, as_is)
         fitted.sort(key=lambda x: x[:2])
         best_s, _, best = fitted[0]
         if self.local_search and math.isfinite(best_s):
@@ -181,20 +185,6 @@ class SlackPlanner:
         ip = issue_points(problem, best, self.prefetch)
         return make_plan(problem, best, self.name, self.params, t0, issue_points=ip,
                          message=f"{judge.calls} simulations, {judge.pruned} pruned")
-
-    def _judge_all(self, prof, judge, cands, fitted, seen, fit: bool = True) -> None:
-        """Fit each candidate (``_fit``; with ``fit=False`` only judge it) and append ``(seconds,
-        index, decisions)`` to ``fitted``; identical plans (``seen`` before) are judged once."""
-        for dec in cands:
-            if dec in seen:
-                continue
-            seen.append(dec)
-            if fit:
-                dec, s = self._fit(prof, judge, dec)
-            else:
-                s, _ = judge.score(dec, issue_points(prof.problem, dec, self.prefetch))
-            if not any(dec == d for _, _, d in fitted):
-                fitted.append((s, len(fitted), dec))
 
     # ------------------------------------------------------------ greedy
     def _greedy(self, prof: _Profile, slack_scale: float, order: str, keep: bool = False) -> dict:
