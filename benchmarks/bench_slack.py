@@ -6,7 +6,12 @@ Targets: a Llama-7B step in <= 0.5 s; the three published rows in <= 5 s togethe
 the growth of planning time with the number of layers (llama-7b, layers = 8, 16, 32, 64);
 with ``--grid``: slack vs the best other heuristic on every model x budget 0.3..0.8;
 ``--switches`` (alone): each switch away from its default, its step time against the default's
-(the problems of ``tests/test_slack.py``).
+(the problems of ``tests/test_slack.py``);
+``--modes`` (alone): the throughput ratio of the default, ``order="size"``, ``recompute_only`` and
+``swap_only`` on every model x budget 0.25..0.9 (0 = does not fit);
+``--gaps [N]`` (alone): slack's gap to the exact optimum (``brute``) on ``synthetic.exact_suite()``
+and on ``synthetic.random_suite(N, seed=0)`` (default 200), with and without its local search
+(targets: mean gap <= 0.5%, worst <= 5%, never INFEASIBLE where the optimum fits).
 """
 
 import sys
@@ -69,8 +74,8 @@ def grid():
 SWITCHES = (({"order": "size"}, "bert-large", 0.5), ({"order": "position"}, "bert-large", 0.5),
             ({"mode": "swap_only"}, "bert-large", 0.5), ({"mode": "recompute_only"}, "bert-large", 0.5),
             ({"prefetch": "first_use"}, "bert-large", 0.5), ({"prefetch": "lookahead"}, "bert-large", 0.5),
-            ({"keep_tail": False}, "bert-large", 0.5), ({"regen_masks": False}, "llama-7b", 0.5),
-            ({"pack": False}, "llama-7b", 0.6), ({"local_search": False}, "tiny", 0.4))
+            ({"keep_tail": False}, "bert-large", 0.4), ({"regen_masks": False}, "llama-7b", 0.5),
+            ({"pack": False}, "gpt2-xl", 0.5), ({"local_search": False}, "tiny", 0.4))
 
 
 def switches():
@@ -84,7 +89,39 @@ def switches():
         print(f"| `{k}={v}` | {model} | {b} | {d * 1e3:.3f} ms | {o * 1e3:.3f} ms | {100 * (o / d - 1):.3f}% |")
 
 
+def modes():
+    variants = ({}, {"order": "size"}, {"mode": "recompute_only"}, {"mode": "swap_only"})
+    print("| model | budget | default | order=size | recompute_only | swap_only |")
+    print("|---|---|---|---|---|---|")
+    for model in ("bert-large", "gpt2-xl", "llama-7b"):
+        base = Problem.build(model, "a100-80gb", budget=0.5)
+        for b in (0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
+            p = base.with_budget(b)
+            rs = [simulate(p, SlackPlanner(**kw).plan(p), detail=False) for kw in variants]
+            cells = " | ".join(f"{r.throughput_ratio if r.fits else 0:.5f}" for r in rs)
+            print(f"| {model} | {b} | {cells} |", flush=True)
+
+
+def gap_report():
+    from slackswap import gaps, report, synthetic
+
+    i = sys.argv.index("--gaps")
+    n = int(sys.argv[i + 1]) if len(sys.argv) > i + 1 else 200
+    for name, inst in (("exact_suite()", gaps.instances_of(synthetic.exact_suite())),
+                       (f"random_suite({n}, seed=0)", synthetic.random_suite(n, seed=0))):
+        t0 = time.perf_counter()
+        df = gaps.compare(inst)
+        print(f"{name}: {len(inst)} instances, {time.perf_counter() - t0:.1f} s")
+        print(report.to_markdown(gaps.summary(df)))
+
+
 if __name__ == "__main__":
+    if "--modes" in sys.argv:
+        modes()
+        sys.exit()
+    if "--gaps" in sys.argv:
+        gap_report()
+        sys.exit()
     if "--switches" in sys.argv:
         switches()
         sys.exit()

@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .errors import SlackSwapError
@@ -132,4 +134,73 @@ def exact_suite(levels=(0.0, 0.25, 0.5, 0.75), transfer_scale: float = 0.5) -> l
         lo, hi = base.min_feasible_bytes, base.keep_all_peak
         budgets = dict.fromkeys(int(math.floor(lo + v * (hi - lo))) for v in levels)   # distinct, in order
         out += [base.with_budget(b) for b in budgets]
+    return out
+
+
+SHAPES = ("chain", "residual", "random", "mixed")
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One problem of ``random_suite`` and its family: graph ``shape`` (one of ``SHAPES``),
+    copy seconds per byte ``scale``, per-copy ``latency`` (s), backward seconds per op ``bwd``,
+    budget ``level`` in [0, 1) between the smallest feasible budget and the keep-all peak."""
+
+    problem: object
+    shape: str
+    scale: float
+    latency: float
+    bwd: float
+    level: float
+
+
+def random_suite(n: int = 200, seed: int = 0, max_tensors: int = 7) -> list:
+    """``n`` seeded random problems small enough for the ``brute`` planner (at most
+    ``max_tensors`` planning tensors): a graph shape from ``SHAPES``, unit compute costs
+    (backward 1 or 2 s per op), copies of ``scale`` s per byte (0.25-2) plus a per-copy latency
+    (0, or 1-3 s: latency-dominated links), at a budget ``min_feasible + level * (keep_all_peak -
+    min_feasible)``, level uniform in [0, 1). Returns a list of ``Instance`` (the problem and
+    its family); ``instance.problem.graph.name`` is ``shape/index``.
+
+    >>> [i.problem.graph.name for i in random_suite(2)]
+    ['mixed/0', 'mixed/1']
+    """
+    import math
+
+    from .costs import CostModel
+    from .problem import Problem
+
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise SlackSwapError(f"random_suite.n: must be an int >= 0, got {n!r}")
+    if isinstance(max_tensors, bool) or not isinstance(max_tensors, int) or max_tensors < 1:
+        raise SlackSwapError(f"random_suite.max_tensors: must be an int >= 1, got {max_tensors!r}")
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < n:
+        i = len(out)
+        shape = SHAPES[int(rng.integers(0, len(SHAPES)))]
+        s = int(rng.integers(0, 10**6))
+        k = int(rng.integers(4, 11))
+        if shape == "chain":
+            g = chain(k, sizes=[int(v) for v in rng.integers(1, 5, k)])
+        elif shape == "residual":
+            g = residual_block(tuple(int(v) for v in rng.integers(1, 5, 4)))
+        elif shape == "random":
+            g = random_dag(s, k, p_extra_input=float(rng.choice([0.3, 0.6])))
+        else:
+            g = mixed_dag(s, int(rng.integers(4, 8)))
+        scale = float(rng.choice([0.25, 0.5, 1.0, 2.0]))
+        latency = float(rng.choice([0.0, 0.0, 1.0, 3.0]))
+        bwd = float(rng.choice([1.0, 2.0]))
+        level = float(rng.random())
+        if not 0 < len(g.planning_tensors()) <= max_tensors:
+            continue
+        g = Graph(f"{shape}/{i}", g.ops, g.tensors)
+        c = CostModel.unit(g, bwd_factor=bwd)
+        xfer = tuple(scale * b + (latency if b > 0 else 0.0) for b in (t.bytes for t in g.tensors))
+        c = CostModel("unit", c.fwd_s, c.bwd_s, xfer, xfer, 0.0, 1.0)
+        base = Problem(g, c, math.inf)
+        lo, hi = base.min_feasible_bytes, base.keep_all_peak
+        budget = max(lo, int(math.floor(lo + level * (hi - lo))))
+        out.append(Instance(base.with_budget(budget), shape, scale, latency, bwd, level))
     return out

@@ -12,6 +12,7 @@ from figure_checks import assert_legend_clear, copy_bars, styles_by_label
 from matplotlib.colors import to_hex
 from nbclient import NotebookClient
 
+from slackswap import gaps as gap_report
 from slackswap import report
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
@@ -20,7 +21,8 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 SHOWN = {
     "01_explore_a_plan": {"result": "result", "timeline": "report.timeline_figure(",
                           "memory": "report.memory_figure("},
-    "02_heuristic_vs_exact": {"df": "df", "full": "full", "pareto": "report.pareto_figure("},
+    "02_heuristic_vs_exact": {"df": "df", "full": "full", "pareto": "report.pareto_figure(", "gdf": "gdf",
+                              "gaps": "gaps.gap_figure("},
     "03_ablations": {"df": "df", "pareto": "report.pareto_figure("},
     "04_calibration_robustness": {"rob": "rob", "robustness": "report_calib.robustness_figure(",
                                   "cal": "cal", "grid": "grid",
@@ -112,6 +114,14 @@ def _check_02(shown):
         assert math.isfinite(row["planner_bound_s"])
         assert 0 <= 1 - row["planner_bound_s"] / row["step_time_s"] < 0.005, row["model"]
     _pareto(shown["pareto"], df)
+    slack = df[(df["label"] == "slack") & df["fits"].astype(bool)]
+    assert len(slack) == 14 and (slack["gap_to_milp"].abs() < 1e-9).all()  # "matches the optimum on all 14"
+    # "where the greedy loses": the full planner matches brute force, its greedy passes alone do not
+    gdf = shown["gdf"]
+    summary = gap_report.summary(gdf).set_index("label")
+    assert summary.loc["slack", "worst_gap"] < 1e-9 and summary.loc["slack", "infeasible_but_solvable"] == 0
+    assert summary.loc["slack, no search", "worst_gap"] > 0.05
+    _pareto(shown["gaps"], gdf)
 
 
 def _check_03(shown):

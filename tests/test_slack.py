@@ -109,10 +109,13 @@ def test_each_switch_changes_the_plan_and_the_default_is_faster(kw):
     """docs/planners.md (table of switches): every switch away from its default gives a valid
     plan that is slower than the default's on these problems."""
     # regen_masks only matters where cheap tensors would otherwise take copy slack (llama-7b);
-    # pack where the size-packed greedy wins (llama-7b at 0.6, measured 0.99856 vs 0.99851)
+    # pack where the size-packed greedy wins (gpt2-xl at 0.5, measured 472.638 vs 472.989 ms; at
+    # llama-7b 0.6, where it used to matter, both now plan the same step time)
     p = _problem("llama-7b" if "regen_masks" in kw else "bert-large")
+    if "keep_tail" in kw:    # at 0.5 the open tail is faster now (0.9218 vs 0.9182; docs/planners.md)
+        p = _problem("bert-large", 0.4)
     if "pack" in kw:
-        p = _problem("llama-7b", 0.6)
+        p = _problem("gpt2-xl")
     base, other = SlackPlanner().plan(p), SlackPlanner(**kw).plan(p)
     assert (base.decisions, base.issue_points) != (other.decisions, other.issue_points)
     rb, ro = _check(p, base), _check(p, other)

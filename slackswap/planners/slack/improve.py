@@ -1,5 +1,5 @@
 """Helpers of the SlackSwap planner (``slack.py``): rebuild costs, D2H slack, prefetch points,
-simulator-judged local search. Private: the public API is ``SlackPlanner``.
+simulator judge. Private: the public API is ``SlackPlanner``.
 
 Rebuild cost (docs/timeline.md section 3): a RECOMPUTE tensor is rebuilt by re-running its
 producer, after recursively regenerating every input that is not resident (unsaved
@@ -160,30 +160,6 @@ def memory_may_fit(problem, decisions: dict) -> bool:
     for t, (u, f) in sched.swap_bwd.items():
         lb[u:f + 1] += sizes[t].bytes
     return bool(lb.max() <= problem.budget_bytes + 1e-9) if lb.size else True
-
-
-def local_search(judge: Judge, decisions: dict, prefetch: str, moves: list[tuple[int, Decision]],
-                 best: float, max_passes: int = 2) -> tuple[dict, float]:
-    """Simulator-judged local search: try each single-tensor move ``(t, new decision)`` in the
-    given order, accept only strict improvements of the step time, stop when no pass improves or
-    the simulation budget is spent."""
-    cur = dict(decisions)
-    for _ in range(max_passes):
-        improved = False
-        for t, d in moves:
-            if judge.left <= 0:
-                return cur, best
-            if cur.get(t) is d:
-                continue
-            cand = dict(cur)
-            cand[t] = d
-            # a KEEP move only adds memory: prune it when it provably cannot fit
-            s, _ = judge.score(cand, issue_points(judge.problem, cand, prefetch), prefilter=d is Decision.KEEP)
-            if s < best * (1 - 1e-12):
-                cur, best, improved = cand, s, True
-        if not improved:
-            break
-    return cur, best
 
 
 def recompute_fit(problem, max_tensors: int = 64) -> dict | None:

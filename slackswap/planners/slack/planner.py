@@ -30,13 +30,18 @@ recompute the rest. The algorithm, step by step (``SlackPlanner.plan``):
    planning tensors a keep/recompute plan grown from keep-all by peak lowered per re-run second
    (``recompute_fit``: the greedies can end at recompute-all, which the simulator's rule makes
    no smaller). Identical candidates are judged once.
+   Every baseline's plan the mode allows is a candidate too, judged as it is (``search.py``).
 6. **Evict-more loop** (beyond the paper): the simulator judges each candidate; while it does not
    fit, more tensors are recomputed (in chunks that double), or swapped when nothing is left to
-   recompute (swap_only). The fastest fitting candidate wins.
-7. **Local search** (beyond the paper): simulator-judged single-tensor moves (un-recompute to
-   swap or keep, latest swaps to recompute), strict improvements only, within ``max_sims``
-   simulations per ``plan`` call. A keep move that a lower bound of the accounted memory
-   proves infeasible is pruned without a simulation (``Judge``).
+   recompute (costliest to rebuild first, whatever ``order``), taking first the tensors resident
+   where a lower bound of the accounted memory is over the budget. The fastest fitting candidate
+   wins.
+7. **Local search** (beyond the paper): simulator-judged moves, strict improvements only, within
+   ``max_sims`` simulations per ``plan`` call: on problems of at most 64 planning tensors every
+   single-tensor change (at most 10: every two-tensor change too, from each of the best three
+   candidates) until none improves; above, a few single-tensor moves (un-recompute to swap or keep, latest
+   swaps to recompute), two passes. A move that a lower bound of the accounted memory proves
+   infeasible is pruned without a simulation (``Judge``).
 8. Prefetch issue points follow ``prefetch``; the plan's status and objective come from the
    simulator (``make_plan``).
 
@@ -63,8 +68,9 @@ from ...plan import Decision
 from ...schema import NonNegInt, PosInt, Schema
 from ...timeline.simulate import time_tolerance
 from ..base import Tags, check_params, make_plan, register
-from .improve import Fifo, Judge, issue_points, local_search, recompute_fit, rerun_closure
+from .improve import Fifo, Judge, issue_points, recompute_fit, rerun_closure
 from .keep import keep_greedy
+from .search import PAIRS, SMALL, baseline_candidates, descend, judge_all, moves, over_budget
 
 ORDERS = ("rebuild_per_byte", "size", "position")
 MODES = ("hybrid", "swap_only", "recompute_only")
@@ -114,12 +120,12 @@ class SlackPlanner:
         regen_masks: bool = True
         pack: bool = True
         local_search: bool = True
-        max_sims: PosInt = 16
+        max_sims: PosInt = 1000
         margin: Annotated[float, Field(ge=0, le=10)] = 0.0   # 0.2 = copies 20% slower
 
     def __init__(self, order: str = "rebuild_per_byte", mode: str = "hybrid", prefetch: str = "auto",
                  min_swap_bytes: int = 1 << 20, keep_tail: bool = True, regen_masks: bool = True,
-                 pack: bool = True, local_search: bool = True, max_sims: int = 16, margin: float = 0.0):
+                 pack: bool = True, local_search: bool = True, max_sims: int = 1000, margin: float = 0.0):
         p = check_params("slack", self.Params, order=order, mode=mode, prefetch=prefetch,
                          min_swap_bytes=min_swap_bytes, keep_tail=keep_tail, regen_masks=regen_masks,
                          pack=pack, local_search=local_search, max_sims=max_sims, margin=margin)
@@ -163,17 +169,31 @@ class SlackPlanner:
             grown = recompute_fit(problem)      # small problems only: see its docstring
             if grown is not None:
                 cands.append(grown)
-        best, best_s, seen = None, math.inf, []
-        tol = time_tolerance(problem.costs)
-        for dec in cands:
-            if dec in seen:        # identical greedy plans: judge once
-                continue
-            seen.append(dec)
-            dec, s = self._fit(prof, judge, dec)
-            if best is None or s < best_s - tol:   # equal times (any unit): the earlier candidate
-                best, best_s = dec, s
+        small = len(prof.planning) <= SMALL
+        fitted, seen = [], []
+
+        def fit(d):
+            return self._fit(prof, judge, d)
+
+        def as_is(d):   # a baseline's plan is judged as it is (see search.py)
+            return d, judge.score(d, issue_points(problem, d, self.prefetch))[0]
+
+        judge_all(cands, fitted, seen, fit)
+        judge_all(baseline_candidates(problem, self.mode, costly=small), fitted, seen, as_is)
+        if not small and not any(math.isfinite(s) for s, _, _ in fitted):   # the costly ones
+            judge_all(baseline_candidates(problem, self.mode, costly=None), fitted, seen, as_is)
+        tol = time_tolerance(problem.costs)   # equal times (any unit): the earlier candidate
+        low = min(s for s, _, _ in fitted)
+        fitted.sort(key=lambda x: (0, x[1]) if x[0] <= low + tol else (1, x[0], x[1]))
+        best_s, _, best = fitted[0]
         if self.local_search and math.isfinite(best_s):
-            best, best_s = local_search(judge, best, self.prefetch, self._moves(prof, best), best_s)
+            starts = [(s, d) for s, _, d in fitted[:3 if len(prof.planning) <= PAIRS else 1] if math.isfinite(s)]
+            for s0, start in starts:
+                dec, s = descend(judge, start, s0, self.prefetch,
+                                 lambda cur: moves(prof, cur, self.mode, self._moves(prof, cur)),
+                                 passes=len(prof.planning) if small else 2)
+                if s < best_s - tol:
+                    best, best_s = dec, s
         ip = issue_points(problem, best, self.prefetch)
         return make_plan(nominal, best, self.name, self.params, t0, issue_points=ip,
                          message=f"{judge.calls} simulations, {judge.pruned} pruned")
@@ -308,17 +328,22 @@ class SlackPlanner:
                 return dec, s
             evicted = {t for t, d in dec.items() if d is not K}
             before = dict(dec)
-            if self.mode != "swap_only":
-                self._recompute(prof, dec, evicted, chunk, prof.planning)
-            if dec == before and self.mode != "recompute_only":
-                # nothing left to recompute (or swap_only): swap, ignoring min_swap_bytes
-                got = 0
-                for t in self._swap_order(prof, prof.planning):
-                    if got >= chunk:
-                        break
-                    if dec[t] is not S and prof.swappable[t]:
-                        dec[t] = S
-                        got += prof.bytes[t]
+            hot = over_budget(prof.problem, dec)   # resident where the memory is over the budget
+            for pool in ([t for t in prof.planning if t in hot], prof.planning):
+                if self.mode != "swap_only":
+                    self._recompute(prof, dec, evicted, chunk, pool)
+                if dec == before and self.mode != "recompute_only":
+                    # nothing left to recompute (or swap_only): swap, ignoring min_swap_bytes, the
+                    # costliest to rebuild first (whatever ``order``: never size-first to swap-all)
+                    got = 0
+                    for t in self._swap_order(prof, pool, "rebuild_per_byte"):
+                        if got >= chunk:
+                            break
+                        if dec[t] is not S and prof.swappable[t]:
+                            dec[t] = S
+                            got += prof.bytes[t]
+                if dec != before:
+                    break
             if dec == before:
                 return dec, s
             chunk *= 2
