@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import difflib
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,6 +23,10 @@ import numpy as np
 import pandas as pd
 
 from slackswap import experiments, models, report
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # the results generator beside this file
+from update_results import timing  # noqa: E402
+
 from slackswap.errors import SlackSwapError
 from slackswap.plan import Decision, Plan
 from slackswap.problem import Problem
@@ -290,7 +295,7 @@ def main(argv=None) -> int:
             "Command: `slackswap reproduce --graphs traced --planners slack` beside `slackswap "
             "reproduce --planners slack`" + (" and the same with `implementation=\"hf\"` "
                                              "(`slackswap sweep` overrides)" if have_hf else "")
-            + f" ({HW}, budget 50% of each graph's own keep-all peak; {dt:.0f} s for all here). "
+            + f" ({HW}, budget 50% of each graph's own keep-all peak; {timing(dt)}, for all of them). "
             "Throughput ratio of the `slack` plan:", "", table, "",
             "Saved bytes and keep-all peaks of the `analytical hf` and traced graphs agree (above), "
             "their costs do not: the traced graph costs every aten op on the roofline from its "
