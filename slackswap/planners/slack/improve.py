@@ -149,9 +149,10 @@ class Judge:
         return s, r
 
 
-def memory_may_fit(problem, decisions: dict) -> bool:
-    """False only if the simulator must find ``decisions`` infeasible: a lower bound of the
-    accounted memory (see ``Judge``) exceeds the budget at some step."""
+def memory_lower_bound(problem, decisions: dict):
+    """``(schedule, bytes per step)``: a lower bound of the accounted memory at every step (see
+    ``Judge``): what the schedule holds whatever the copy timing, plus each swapped tensor while
+    its D2H source and its H2D destination must be resident."""
     sched = compile_schedule(problem.graph, decisions)
     lb = sched.static_memory().astype(float)
     sizes = problem.graph.tensors
@@ -159,6 +160,13 @@ def memory_may_fit(problem, decisions: dict) -> bool:
         lb[p:lf + 1] += sizes[t].bytes
     for t, (u, f) in sched.swap_bwd.items():
         lb[u:f + 1] += sizes[t].bytes
+    return sched, lb
+
+
+def memory_may_fit(problem, decisions: dict) -> bool:
+    """False only if the simulator must find ``decisions`` infeasible: a lower bound of the
+    accounted memory exceeds the budget at some step."""
+    lb = memory_lower_bound(problem, decisions)[1]
     return bool(lb.max() <= problem.budget_bytes + 1e-9) if lb.size else True
 
 

@@ -28,7 +28,6 @@ import numpy as np
 
 from ...errors import SlackSwapError
 from ...plan import Decision
-from ...timeline import compile_schedule
 
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
 #: the registry planners whose plans are candidates, per mode (their decisions must fit the mode)
@@ -92,15 +91,12 @@ def judge_all(cands, fitted: list, seen: list, evaluate) -> None:
 
 def over_budget(problem, dec: dict) -> set[int]:
     """Planning tensors resident (KEEP or SWAP in the forward pass) at a step where a lower bound
-    of the accounted memory (``improve.memory_may_fit``) exceeds the budget; empty when
+    of the accounted memory (``improve.memory_lower_bound``) exceeds the budget; empty when
     the bound fits everywhere (then the plan fails on copy timing, not on residency)."""
-    sched = compile_schedule(problem.graph, dec)
-    lb = sched.static_memory().astype(float)
+    from .improve import memory_lower_bound
+
+    sched, lb = memory_lower_bound(problem, dec)
     sizes = problem.graph.tensors
-    for t, (p, lf) in sched.swap_fwd.items():
-        lb[p:lf + 1] += sizes[t].bytes
-    for t, (u, f) in sched.swap_bwd.items():
-        lb[u:f + 1] += sizes[t].bytes
     over = lb > problem.budget_bytes + 1e-9
     if not over.any():
         return set()
