@@ -28,10 +28,31 @@ def sweeps_dir() -> Path:
     return data_dir() / "sweeps"
 
 
-def load_sweep(path) -> dict:
+def budget_range(start, stop, step, max_runs: int | None = None, file: str = "sweep file") -> list[float]:
+    """``start, start + step, ... stop`` (stop included, rounded to 6 digits), counted before it is
+    expanded: more than ``max_runs`` budgets raise ``ConfigError`` with the count."""
+    import math
+
+    from .experiments import check_runs
+
+    vals = {"start": start, "stop": stop, "step": step}
+    for k, v in vals.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ConfigError(f"{file}: budgets.{k}: must be a finite number, got {v!r}")
+    if step <= 0:
+        raise ConfigError(f"{file}: budgets.step: must be > 0, got {step!r}")
+    if stop < start:
+        raise ConfigError(f"{file}: budgets.stop: must be >= budgets.start ({start!r}), got {stop!r}")
+    n = int(round((stop - start) / step)) + 1
+    check_runs(n, max_runs, f"{file}: budgets")
+    return [round(start + i * step, 6) for i in range(n)]
+
+
+def load_sweep(path, max_runs: int | None = None) -> dict:
     """Read a sweep file (``data/sweeps/*.toml``) into ``sweep()`` keyword arguments plus ``name``,
     ``description`` and ``by`` (the ablation column). Unknown keys raise ``ConfigError``.
-    ``budgets`` is a list or a table ``{start, stop, step}`` (stop included)."""
+    ``budgets`` is a list or a table ``{start, stop, step}`` (stop included; more than
+    ``max_runs`` budgets are refused before the list is made)."""
     p = user_path(path)
     if not p.exists():
         raise ConfigError(f"sweep file: {p} does not exist")
@@ -50,8 +71,7 @@ def load_sweep(path) -> dict:
         bad = sorted(set(budgets) - {"start", "stop", "step"})
         if bad or set(budgets) != {"start", "stop", "step"}:
             raise ConfigError(f"sweep file {p.name}: budgets table needs exactly start, stop, step; got {sorted(budgets)}")
-        n = int(round((budgets["stop"] - budgets["start"]) / budgets["step"]))
-        budgets = [round(budgets["start"] + i * budgets["step"], 6) for i in range(n + 1)]
+        budgets = budget_range(budgets["start"], budgets["stop"], budgets["step"], max_runs, p.name)
     params = doc.get("planner_params")
     if "variants" in doc:
         if params is not None:
@@ -75,7 +95,13 @@ def load_sweep(path) -> dict:
 def run_sweep_file(path, out=None, **kw):
     """Run a sweep file; write the rows as CSV to ``out`` when given. ``kw`` overrides
     ``sweep()`` arguments (e.g. ``workers``, ``executor``, ``cache``, ``progress``)."""
-    cfg = load_sweep(path)
+    from .experiments import MAX_RUNS
+
+    cfg = load_sweep(path, max_runs=kw.get("max_runs", MAX_RUNS))
+    if out is not None:   # before any run: a sweep never computes rows it cannot write
+        from ._cliutil import check_output
+
+        check_output(out, "out")
     args = {k: v for k, v in cfg.items() if k not in ("name", "description", "by")}
     args.update(kw)
     from .experiments import sweep
