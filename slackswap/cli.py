@@ -178,6 +178,12 @@ def _graph_args(p: argparse.ArgumentParser) -> None:
                    help="what the backward keeps: fused kernels or HuggingFace transformers (docs/models.md)")
     p.add_argument("--hardware", metavar="NAME", help="add analytical times on this hardware preset "
                                                       "(its GPU memory is checked; default a100-80gb)")
+    _max_ops_arg(p)
+
+
+def _max_ops_arg(p) -> None:
+    p.add_argument("--max-ops", type=_positive_int, default=100_000,
+                   help="refuse a model whose graph has more ops than this, before building it (default 100,000)")
 
 
 @command("graph", "per-layer summary of a model's graph", _graph_args)
@@ -185,7 +191,7 @@ def _graph(args, console) -> int:
     from . import costs, hardware, models
 
     overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
-    g = models.build(args.model, **overrides)
+    g = models.build(args.model, max_ops=args.max_ops, **overrides)
     cm = costs.analytical(g, hardware.load(args.hardware)) if args.hardware else None
     saved = {t.id for t in g.planning_tensors()}
     rows: dict[str, list] = {}
@@ -276,6 +282,7 @@ def _problem_args(p: argparse.ArgumentParser, model_required: bool = True) -> No
     p.add_argument("--attention", choices=("flash", "eager"), help="attention implementation override")
     p.add_argument("--implementation", choices=("fused", "hf"),
                    help="saved-tensor accounting override: fused kernels or HuggingFace transformers")
+    _max_ops_arg(p)
 
 
 def _problem(args):
@@ -283,7 +290,8 @@ def _problem(args):
     from .problem import Problem
 
     overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
-    return Problem.build(args.model, hardware.load(args.hardware, link=args.link), args.budget, **overrides)
+    return Problem.build(args.model, hardware.load(args.hardware, link=args.link), args.budget,
+                         max_ops=args.max_ops, **overrides)
 
 
 def _df_table(title: str, df, floatfmt: str = ".4f"):

@@ -38,6 +38,9 @@ def spec(name_or_spec: str | Path | TransformerSpec, **overrides) -> Transformer
                       f"path; got {type(name_or_spec).__name__}")
 
 
-def build(name_or_spec: str | Path | TransformerSpec, **overrides) -> Graph:
-    """A ``Graph`` from a preset name, a ``TransformerSpec`` or a path to an HF ``config.json``."""
-    return _transformer.build(spec(name_or_spec, **overrides))
+def build(name_or_spec: str | Path | TransformerSpec, max_ops: int | None = _transformer.MAX_OPS,
+          **overrides) -> Graph:
+    """A ``Graph`` from a preset name, a ``TransformerSpec`` or a path to an HF ``config.json``.
+    A graph estimated above ``max_ops`` ops (``transformer.MAX_OPS``; None: no limit) is refused
+    with ``ConfigError`` before it is built (``Problem.build`` passes ``max_ops`` on)."""
+    return _transformer.build(spec(name_or_spec, **overrides), max_ops=max_ops)
