@@ -94,6 +94,9 @@ def print_table(console, table) -> None:
     narrower than the table wraps its lines instead."""
     from rich.measure import Measurement
 
+    if table.title is not None:   # a title line of any length, never wrapped or cut to the table's width
+        console.print(table.title, soft_wrap=True, highlight=False, markup=False, style="italic")
+        table.title = None
     need = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
     if need <= console.width:
         console.print(table)

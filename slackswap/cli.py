@@ -415,12 +415,14 @@ MAX_RUNS = 10_000   # experiments.MAX_RUNS (not imported here: the CLI starts wi
 
 def _load_sweep_checked(args) -> None:
     """Read the sweep file and count its runs now: any error names the file, before any run."""
-    from . import experiments
+    from . import experiments, planners
 
     try:
         cfg = experiments.load_sweep(args.config, max_runs=args.max_runs)
         experiments.grid(cfg["models"], cfg["hardware"], cfg["budgets"], cfg["planners"], overrides=cfg["overrides"],
                          planner_params=cfg["planner_params"], link=cfg["link"], max_runs=args.max_runs)
+        for _, name, params in experiments.variants(cfg["planners"], cfg["planner_params"]):
+            planners.get(name, **params)   # unknown names and bad parameters: before any run
     except SlackSwapError:
         raise
     except (TypeError, ValueError, ArithmeticError, AttributeError, KeyError, IndexError) as e:
