@@ -430,7 +430,8 @@ def _load_sweep_checked(args) -> None:
 
 
 def _sweep_interrupted(args, state) -> str:
-    done = f"{state['done']} of {state['total']} runs" if state["total"] else "the runs finished so far"
+    done = (f"{state['done'] - state['errors']} of {state['total']} runs" if state["total"]
+            else "the runs finished so far")
     if args.cache:
         return (f"{done} are saved in the cache {args.cache}; run the same command to resume "
                 f"(finished runs are read from the cache)")
@@ -443,10 +444,10 @@ def _sweep(args, console) -> int:
 
     _check_outputs(args)
     _load_sweep_checked(args)
-    state = {"done": 0, "total": None}
+    state = {"done": 0, "total": None, "errors": 0}
 
-    def on_row(row, done, total):
-        state.update(done=done, total=total)
+    def on_row(row, done, total):   # ERROR rows are not cached
+        state.update(done=done, total=total, errors=state["errors"] + (row["status"] == "ERROR"))
 
     args.on_interrupt = lambda: _sweep_interrupted(args, state)
     kw = {"workers": args.workers} if args.workers else {}

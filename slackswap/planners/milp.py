@@ -20,6 +20,7 @@ from ..errors import SlackSwapError
 from ..plan import Decision, Plan, SolveInfo, Status, validate
 from ..timeline import simulate
 from ._milp_backends import BACKENDS, solve
+from ._milp_time import WARM_SHARE, Clock, check_time_limit
 from .base import Tags, available, get, int_param, register
 
 _REL = 1e-6
@@ -77,8 +78,7 @@ class MilpPlanner:
     def _check(self):
         if self.solver not in BACKENDS:
             raise SlackSwapError(f"milp.solver: must be one of {', '.join(BACKENDS)}; got {self.solver!r}")
-        if self.time_limit_s is not None and not (isinstance(self.time_limit_s, (int, float)) and self.time_limit_s > 0):
-            raise SlackSwapError(f"milp.time_limit_s: must be a positive number of seconds or None, got {self.time_limit_s!r}")
+        check_time_limit(self.time_limit_s)
         int_param("milp", "max_exact_tensors", self.max_exact_tensors)
         int_param("milp", "aggregate_nodes", self.aggregate_nodes)
         if isinstance(self.aggregate_time_s, bool) or not (isinstance(self.aggregate_time_s, (int, float))
@@ -97,23 +97,25 @@ class MilpPlanner:
         return build(problem, self.allow_swap, self.allow_recompute, self.max_tree_nodes, deadline=deadline)
 
     def plan(self, problem) -> Plan:
-        """Build, solve and check; the whole call honours ``time_limit_s`` (docs/milp.md, section 5):
-        the solver gets what is left after the build minus a reserve for the post-processing, and a
-        build that outlives the limit returns the warm start with status TIME_LIMIT."""
+        """Build, solve and check; the whole call honours ``time_limit_s`` (docs/milp.md, section 9):
+        warm-start heuristics are started within their share of it, the solver gets what is left
+        after the build minus a reserve for the post-processing, and a build that outlives the
+        limit returns the warm start with status TIME_LIMIT."""
         from ._milp_formulation import BuildTimeout
 
-        t0 = time.perf_counter()
         self._check()
+        clock = Clock(self.time_limit_s)
+        self._bound_memo = {"clock": clock}
         if self.solver == "cvxpy":
             try:
                 import cvxpy  # noqa: F401
             except ImportError:
                 raise SlackSwapError("milp solver 'cvxpy' needs cvxpy: pip install slackswap[cvxpy]") from None
-        wall = lambda: time.perf_counter() - t0  # noqa: E731
+        wall = clock.wall
         limit = self.time_limit_s
-        # the post-processing (fixed-integer LP, two simulations) gets 10% of the limit
-        deadline = None if limit is None else t0 + 0.9 * limit
-        warm, src = self._warm(problem) if self.warm_start else (None, "")
+        # the post-processing (fixed-integer LP, two simulations) gets POST_SHARE of the limit
+        deadline = clock.solve_deadline
+        warm, src = self._warm(problem, clock.at(WARM_SHARE)) if self.warm_start else (None, "")
         if len(problem.planning_ids) > self.max_exact_tensors:
             return self._beyond_exact(problem, warm, src, wall, deadline)
         try:
@@ -165,7 +167,7 @@ class MilpPlanner:
                                   + (f" ({res.message})" if res.message else ""))
         # the polishing LP passes the whole model to HiGHS again: only when the time left could
         # plausibly hold it (at least half what the solve call took), else use the simulated time
-        end = None if limit is None else t0 + limit
+        end = clock.end
         polish = end is None or end - time.perf_counter() > 0.5 * solve_wall
         plan, obj = self._extract(problem, built, res.x, end, polish=polish)
         r = simulate(problem, plan, detail=False)
@@ -193,7 +195,7 @@ class MilpPlanner:
         if not built.narrowed and status is Status.OPTIMAL:
             bound = obj if bound is None else bound
         else:
-            bound = _certified(problem, bound)
+            bound = self._certified(problem, bound)
             if r.fits and bound is not None:
                 bound = min(bound, obj)
         gap = _gap(obj, bound)
@@ -225,7 +227,10 @@ class MilpPlanner:
         from ..bounds import aggregate_bound, lower_bound
 
         n = len(problem.planning_ids)
-        bound, how = lower_bound(problem, lp_max_tensors=0)
+        if self._cap_in_time(problem):
+            bound, how = lower_bound(problem, lp_max_tensors=0)
+        else:
+            bound, how = float(problem.ideal_step_s), "ideal step (no time left for the capacity bound's LP)"
         msg = [f"{n} planning tensors > max_exact_tensors={self.max_exact_tensors}: exact model not built"]
         best, obj = None, None
         inc = None
@@ -256,7 +261,7 @@ class MilpPlanner:
         msg += [inc] if inc else []
         msg.append(f"bound: {how}")
         if best is None:
-            if not proven:     # the MILP was skipped or stopped: its LP may still prove it
+            if not proven and self._cap_in_time(problem):   # the MILP was skipped or stopped: its LP may prove it
                 lp = aggregate_bound(problem)
                 proven = lp[1] is not None and (bool(lp[1].model.infeasible) or getattr(lp[2], "status", None) == 2)
             status = Status.INFEASIBLE if proven else Status.NO_PLAN_FOUND
@@ -293,10 +298,10 @@ class MilpPlanner:
             st = Status.ERROR if status is Status.ERROR else Status.NO_PLAN_FOUND
             return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
                         problem_key=problem.key,
-                        info=SolveInfo(st, lower_bound=_certified(problem, bound), wall_s=wall(),
+                        info=SolveInfo(st, lower_bound=self._certified(problem, bound), wall_s=wall(),
                                        model_size=size or {}, message=message + "; no candidate plan fits"))
         obj = simulate(problem, warm, detail=False).step_time_s
-        bound = min(_certified(problem, bound), obj)
+        bound = min(self._certified(problem, bound), obj)
         status = Status.FEASIBLE if status is Status.ERROR else status     # a plan that fits all the same
         return warm.with_info(status=status, objective=obj, lower_bound=bound, gap=_gap(obj, bound),
                               wall_s=wall(), model_size=size or {}, message=f"{message}; incumbent: {src}'s plan")
@@ -329,26 +334,51 @@ class MilpPlanner:
             return None if res.status == "time_limit" else m.objective_value(xval)
         return res.objective
 
-    def _warm(self, problem):
+    def _certified(self, problem, bound):
+        """The larger of the solver's bound and the certified capacity bound (``slackswap.bounds``,
+        computed once per call, and under a limit only while it fits: else the ideal step): a
+        stopped solve still reports a proven gap."""
+        memo = self._bound_memo
+        if "cap" not in memo:
+            memo["cap"] = _certified(problem, None) if self._cap_in_time(problem) else float(problem.ideal_step_s)
+        return memo["cap"] if bound is None else max(bound, memo["cap"])
+
+    def _cap_in_time(self, problem) -> bool:
+        """Whether the capacity bound (its LP: about 2 ms per op on the 2-core CI machine, plus
+        about 1.2 s to import scipy.optimize the first time) fits before the limit."""
+        import sys
+
+        clock = self._bound_memo["clock"]
+        need = 2e-3 * len(problem.graph.ops) + (0.0 if "scipy.optimize" in sys.modules else 1.2)
+        return clock.before(clock.end, need)
+
+    def _warm(self, problem, until: float | None = None):
         """The warm start and its source: the fastest plan that fits, by simulation, among keep-all,
         recompute-all (when allowed) and the plan of every registered planner that is neither exact
         nor nondeterministic, keeping those that use only the choices ``allow_swap`` and
-        ``allow_recompute`` permit. ``(None, "")`` when none fits."""
+        ``allow_recompute`` permit. ``(None, "")`` when none fits. ``until``: a
+        ``time.perf_counter()`` value after which no heuristic is started (nor one expected to
+        run past it, judged by the slowest so far), in name order."""
         g, ids = problem.graph, problem.planning_ids
         cands = [("keep-all", Plan({t: Decision.KEEP for t in ids}))]
         if self.allow_recompute:
             cands.append(("recompute-all", Plan({t: Decision.RECOMPUTE if g.tensors[t].recomputable
                                                  else Decision.KEEP for t in ids})))
-        for name in available():
-            if name in (self.name, "keep-all", "recompute-all"):
-                continue
+        names = [n for n in available() if n not in (self.name, "keep-all", "recompute-all")]
+        plans, slowest = {}, 0.0
+        for name in names:
+            if until is not None and time.perf_counter() + slowest >= until:
+                break
             try:
                 other = get(name)
                 if other.tags.exact or not other.tags.deterministic:
                     continue
-                cands.append((name, other.plan(problem)))
+                t = time.perf_counter()
+                plans[name] = other.plan(problem)
+                slowest = max(slowest, time.perf_counter() - t)
             except SlackSwapError:        # e.g. a chain-only planner on a DAG
                 continue
+        cands += list(plans.items())
         best, bt, src = None, math.inf, ""
         for name, p in cands:
             if (not self.allow_swap and p.ids(Decision.SWAP)) or (not self.allow_recompute and p.ids(Decision.RECOMPUTE)):

@@ -1,0 +1,62 @@
+"""How the milp planner spends ``time_limit_s`` (docs/milp.md section 9).
+
+The whole ``plan()`` call is bounded: every phase that cannot be stopped once started (a warm-start
+heuristic, the capacity bound's LP) is started only while its share of the limit has time left,
+and the solver is stopped at its deadline (``_highs_process``: a child process killed at it).
+
+* ``MIN_TIME_LIMIT_S``: the smallest limit accepted. Below it the solver's child process would be
+  killed before it could start solving (starting it takes 0.8-1.2 s on the 2-core CI machine,
+  2026-11-30, ``benchmarks/README.md``), so a smaller limit could only return the warm start.
+* ``WARM_SHARE``: heuristics for the warm start are started until this fraction of the limit is
+  spent (keep-all and recompute-all are always tried: they take one simulation each).
+* ``POST_SHARE``: the fraction kept after the solver's deadline for the fixed-integer LP, the
+  simulations and the certified bound.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from ..errors import SlackSwapError
+
+MIN_TIME_LIMIT_S = 2.0
+WARM_SHARE = 0.25
+POST_SHARE = 0.1
+
+
+def check_time_limit(value) -> None:
+    """``time_limit_s``: None or a finite number of seconds >= ``MIN_TIME_LIMIT_S``."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < MIN_TIME_LIMIT_S:
+        raise SlackSwapError(f"milp.time_limit_s: must be None or a finite number of seconds >= {MIN_TIME_LIMIT_S:g} "
+                             f"(the solver's process takes about a second to start), got {value!r}")
+
+
+class Clock:
+    """The limit of one ``plan()`` call, started at construction (``limit`` None: no limit)."""
+
+    def __init__(self, limit: float | None):
+        self.t0, self.limit = time.perf_counter(), limit
+
+    def at(self, share: float) -> float | None:
+        """The ``time.perf_counter()`` value when ``share`` of the limit is spent (None: no limit)."""
+        return None if self.limit is None else self.t0 + share * self.limit
+
+    @property
+    def end(self) -> float | None:
+        return self.at(1.0)
+
+    @property
+    def solve_deadline(self) -> float | None:
+        """Build and solve end here; the rest (``POST_SHARE``) is for the post-processing."""
+        return self.at(1.0 - POST_SHARE)
+
+    def before(self, t: float | None, need: float = 0.0) -> bool:
+        """True when ``need`` seconds still fit before ``t`` (always True without a limit)."""
+        return t is None or time.perf_counter() + need < t
+
+    def wall(self) -> float:
+        return time.perf_counter() - self.t0
