@@ -23,6 +23,16 @@ from ..errors import SlackSwapError
 MIN_TIME_LIMIT_S = 2.0
 WARM_SHARE = 0.25
 POST_SHARE = 0.1
+SCIPY_IMPORT_S = 1.5
+"""Importing ``scipy.optimize`` (the capacity bound's LP and the aggregated MILP use it): 1.0-2.0 s
+on the 2-core CI machine under load; counted once per process."""
+
+
+def import_cost() -> float:
+    """Seconds still to spend importing what the bounds need (0 once imported)."""
+    import sys
+
+    return 0.0 if "scipy.optimize" in sys.modules else SCIPY_IMPORT_S
 
 
 def check_time_limit(value) -> None:
@@ -60,3 +70,9 @@ class Clock:
 
     def wall(self) -> float:
         return time.perf_counter() - self.t0
+
+
+def bound_fits(clock: Clock, problem) -> bool:
+    """Whether the capacity bound (``bounds.capacity_bound``; its LP takes about 2 ms per op on the
+    2-core CI machine, 0.4-1.1 s on the presets, plus the import) fits before the limit."""
+    return clock.before(clock.end, 2e-3 * len(problem.graph.ops) + import_cost())

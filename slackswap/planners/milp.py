@@ -20,7 +20,7 @@ from ..errors import SlackSwapError
 from ..plan import Decision, Plan, SolveInfo, Status, validate
 from ..timeline import simulate
 from ._milp_backends import BACKENDS, solve
-from ._milp_time import WARM_SHARE, Clock, check_time_limit
+from ._milp_time import WARM_SHARE, Clock, bound_fits, check_time_limit, import_cost
 from .base import Tags, available, get, int_param, register
 
 _REL = 1e-6
@@ -238,6 +238,12 @@ class MilpPlanner:
             best, obj, inc = warm, simulate(problem, warm, detail=False).step_time_s, f"incumbent: {src}'s plan"
         size, proven = {}, False
         left = self.aggregate_time_s if deadline is None else min(self.aggregate_time_s, deadline - time.perf_counter())
+        if deadline is not None and import_cost():   # the import is not part of the solver's limit
+            if left < import_cost() + 0.5:
+                left = 0.0
+            else:
+                import scipy.optimize  # noqa: F401
+                left = min(self.aggregate_time_s, deadline - time.perf_counter())
         if left > 0.5 and self.aggregate_nodes > 0 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
             t_agg = time.perf_counter()
             extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left,
@@ -344,13 +350,7 @@ class MilpPlanner:
         return memo["cap"] if bound is None else max(bound, memo["cap"])
 
     def _cap_in_time(self, problem) -> bool:
-        """Whether the capacity bound (its LP: about 2 ms per op on the 2-core CI machine, plus
-        about 1.2 s to import scipy.optimize the first time) fits before the limit."""
-        import sys
-
-        clock = self._bound_memo["clock"]
-        need = 2e-3 * len(problem.graph.ops) + (0.0 if "scipy.optimize" in sys.modules else 1.2)
-        return clock.before(clock.end, need)
+        return bound_fits(self._bound_memo["clock"], problem)
 
     def _warm(self, problem, until: float | None = None):
         """The warm start and its source: the fastest plan that fits, by simulation, among keep-all,
