@@ -7,8 +7,9 @@ import warnings
 
 import pytest
 
-from slackswap import Problem, SlackSwapError, Status, planners, simulate
+from slackswap import CostModel, Problem, SlackSwapError, Status, planners, simulate
 from slackswap.planners._milp_time import MIN_TIME_LIMIT_S
+from slackswap.synthetic import chain
 
 
 @pytest.mark.parametrize("bad", [0, -1, 0.5, 1, 1.99, math.inf, math.nan, True, "3", [3]])
@@ -19,10 +20,11 @@ def test_limits_that_cannot_be_honoured_are_refused(bad):
 
 
 def test_the_floor_is_accepted_and_none_means_no_limit():
-    p = Problem.build("tiny", "a100-80gb", 0.9)
+    g = chain(6, sizes=[1, 2, 3, 1, 2, 2])
+    p = Problem(g, CostModel.unit(g)).with_budget(7)
     for limit in (MIN_TIME_LIMIT_S, None):
         plan = planners.get("milp", time_limit_s=limit).plan(p)
-        assert simulate(p, plan).fits, plan.info.message
+        assert plan.info.status is Status.OPTIMAL and simulate(p, plan).fits, plan.info.message
 
 
 def test_full_size_model_returns_within_the_limit_and_a_margin():
