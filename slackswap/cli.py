@@ -4,8 +4,9 @@ Each subcommand is one ``@command`` function taking the parsed arguments and a r
 returning an exit code; its options are declared by the ``configure`` function passed to the
 decorator. New subcommands (plan, simulate, compare, sweep, reproduce) register the same way.
 
-User errors (a ``ValueError`` from slackswap, bad arguments, missing files) print one line
-``slackswap: error: ...`` on stderr and exit 2.
+Every error prints one line ``slackswap: error: ...`` on stderr and exits 2 (``--debug`` adds the
+traceback); Ctrl-C prints one line saying what was saved and exits 130; output options are checked
+before any work; tables are printed whole (``_cliutil``; docs/experiments.md section 2).
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         console = Console()
+        if not console.is_terminal:   # text lines wrap at 140 in files; tables never narrow (print_table)
+            console = Console(width=140)
         with warnings.catch_warnings():   # every command prints them itself, in its output
             warnings.simplefilter("ignore", CapacityWarning)
             return int(_COMMANDS[args.command].run(args, console) or 0)

@@ -222,3 +222,23 @@ def test_sweep_interrupted_then_rerun_has_every_row_once(tmp_path, workers):
     assert len(df) == 18 and not df.duplicated(["budget", "label"]).any()
     assert sorted(df["budget"].unique().tolist()) == budgets
     assert f"18 runs ({saved} from cache), 0 errors" in r.stdout
+
+
+@pytest.mark.parametrize("width", [20, 60, 200])
+def test_print_table_never_cuts_a_cell(width):
+    import io
+
+    from rich.console import Console
+
+    from slackswap._cliutil import print_table
+    from slackswap.cli import _table
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=width)
+    t = _table("a title longer than the narrowest console", ["planner", "ratio", "step"], {"ratio", "step"})
+    t.add_row("checkpoint-layers", "0.912345", "615.97 us")
+    print_table(console, t)
+    text = buf.getvalue()
+    assert "…" not in text and "..." not in text
+    assert "checkpoint-layers" in text and "0.912345" in text and "615.97 us" in text
+    assert "a title longer than the narrowest console" in text
