@@ -21,7 +21,7 @@ import time
 from ..errors import SlackSwapError
 
 MIN_TIME_LIMIT_S = 2.0
-WARM_SHARE = 0.25
+WARM_SHARE = 0.5
 POST_SHARE = 0.1
 SCIPY_IMPORT_S = 1.5
 """Importing ``scipy.optimize`` (the capacity bound's LP and the aggregated MILP use it): 1.0-2.0 s
