@@ -185,8 +185,10 @@ def _graph_args(p: argparse.ArgumentParser) -> None:
 
 
 def _max_ops_arg(p) -> None:
-    p.add_argument("--max-ops", type=_positive_int, default=100_000,
-                   help="refuse a model whose graph has more ops than this, before building it (default 100,000)")
+    from .models.transformer import MAX_OPS
+
+    p.add_argument("--max-ops", type=_positive_int, default=MAX_OPS,
+                   help=f"refuse a model whose graph has more ops than this, before building it (default {MAX_OPS:,})")
 
 
 @command("graph", "per-layer summary of a model's graph", _graph_args)
@@ -409,11 +411,10 @@ def _sweep_args(p):
     p.add_argument("--workers", type=_positive_int, help="processes (default: the file's, else 2)")
     p.add_argument("--cache", help="cache directory: finished runs are reused by a resumed sweep "
                                    "(after Ctrl-C, run the same command again)")
+    from .experiments import MAX_RUNS
+
     p.add_argument("--max-runs", type=_positive_int, default=MAX_RUNS,
                    help=f"refuse a sweep of more runs than this before it starts (default {MAX_RUNS:,})")
-
-
-MAX_RUNS = 10_000   # experiments.MAX_RUNS (not imported here: the CLI starts without pandas)
 
 
 def _load_sweep_checked(args) -> None:
