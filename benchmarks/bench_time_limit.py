@@ -5,6 +5,7 @@ worst case); the problem is built before the clock starts. Prints one markdown r
 limit): the largest wall time over the repetitions and its overshoot ``wall - L``.
 
     python benchmarks/bench_time_limit.py --limits 2 3 5 10 --reps 2
+    python benchmarks/bench_time_limit.py --heuristics     # what the warm start's heuristics take
 """
 
 from __future__ import annotations
@@ -42,12 +43,40 @@ def measure(case: str, limit: float) -> tuple[float, str]:
     return wall, status
 
 
+def heuristics(cases) -> None:
+    """Seconds each warm-start heuristic takes on each problem (second call: imports paid)."""
+    import time
+    import warnings
+
+    from slackswap import Problem, planners
+
+    names = [n for n in planners.available() if n not in ("milp", "brute", "keep-all", "recompute-all")]
+    print("| problem | " + " | ".join(names) + " | total |")
+    print("|---|" + "---|" * (len(names) + 1))
+    for case in cases:
+        model, budget, ov = CASES[case]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p = Problem.build(model, "a100-80gb", budget, **ov)
+        secs = []
+        for n in names:
+            planners.get(n).plan(p)
+            t = time.perf_counter()
+            planners.get(n).plan(p)
+            secs.append(time.perf_counter() - t)
+        print(f"| {case} | " + " | ".join(f"{s:.2f} s" for s in secs) + f" | {sum(secs):.2f} s |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     ap.add_argument("--limits", nargs="+", type=float, default=[2.0, 3.0, 5.0, 10.0])
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--heuristics", action="store_true", help="time the warm start's heuristics instead")
     a = ap.parse_args()
+    if a.heuristics:
+        heuristics(a.cases)
+        return
     print("| problem | limit | wall (max) | overshoot | statuses |")
     print("|---|---|---|---|---|")
     worst = 0.0

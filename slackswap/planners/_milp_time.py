@@ -8,7 +8,8 @@ and the solver is stopped at its deadline (``_highs_process``: a child process k
   killed before it could start solving (starting it takes 0.8-1.2 s on the 2-core CI machine,
   2026-11-30, ``benchmarks/README.md``), so a smaller limit could only return the warm start.
 * ``WARM_SHARE``: heuristics for the warm start are started until this fraction of the limit is
-  spent (keep-all and recompute-all are always tried: they take one simulation each).
+  spent (keep-all and recompute-all are always tried: they take one simulation each; the last
+  heuristic started may run past it).
 * ``POST_SHARE``: the fraction kept after the solver's deadline for the fixed-integer LP, the
   simulations and the certified bound.
 """
@@ -23,6 +24,9 @@ from ..errors import SlackSwapError
 MIN_TIME_LIMIT_S = 2.0
 WARM_SHARE = 0.5
 POST_SHARE = 0.1
+SOLVER_START_S = 1.0
+"""The solver is not started with less time than this left before its deadline: its child process
+takes 0.8-1.2 s to start, and handing it a large model takes longer (the warm start is returned)."""
 SCIPY_IMPORT_S = 1.5
 """Importing ``scipy.optimize`` (the capacity bound's LP and the aggregated MILP use it): 1.0-2.0 s
 on the 2-core CI machine under load; counted once per process."""

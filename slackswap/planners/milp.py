@@ -20,7 +20,7 @@ from ..errors import SlackSwapError
 from ..plan import Decision, Plan, SolveInfo, Status, validate
 from ..timeline import simulate
 from ._milp_backends import BACKENDS, solve
-from ._milp_time import WARM_SHARE, Clock, bound_fits, check_time_limit, import_cost
+from ._milp_time import SOLVER_START_S, WARM_SHARE, Clock, bound_fits, check_time_limit, import_cost
 from .base import Tags, available, get, int_param, register
 
 _REL = 1e-6
@@ -136,6 +136,9 @@ class MilpPlanner:
                 if t in built.rec:
                     start[built.rec[t]] = float(d is Decision.RECOMPUTE)
         size = model.size()
+        if not clock.before(deadline, SOLVER_START_S):
+            return self._fallback(problem, warm, src, None, size, wall,
+                                  f"time limit {limit} s: too little time left after the build to start the solver")
         t_solve = time.perf_counter()
         presolve = self.presolve if self.presolve != "auto" else size["nonzeros"] <= _PRESOLVE_MAX_NNZ
         res = solve(model, self.solver, time_limit_s=None, mip_rel_gap=self.mip_rel_gap,
@@ -357,28 +360,26 @@ class MilpPlanner:
         recompute-all (when allowed) and the plan of every registered planner that is neither exact
         nor nondeterministic, keeping those that use only the choices ``allow_swap`` and
         ``allow_recompute`` permit. ``(None, "")`` when none fits. ``until``: a
-        ``time.perf_counter()`` value after which no heuristic is started (nor one expected to
-        run past it, judged by the slowest so far), in name order."""
+        ``time.perf_counter()`` value after which no heuristic is started; slack is started first
+        (the usual winner), the others in name order. Candidates are judged in name order."""
         g, ids = problem.graph, problem.planning_ids
         cands = [("keep-all", Plan({t: Decision.KEEP for t in ids}))]
         if self.allow_recompute:
             cands.append(("recompute-all", Plan({t: Decision.RECOMPUTE if g.tensors[t].recomputable
                                                  else Decision.KEEP for t in ids})))
         names = [n for n in available() if n not in (self.name, "keep-all", "recompute-all")]
-        plans, slowest = {}, 0.0
-        for name in names:
-            if until is not None and time.perf_counter() + slowest >= until:
+        plans = {}
+        for name in sorted(names, key=lambda n: n != "slack"):
+            if until is not None and time.perf_counter() >= until:
                 break
             try:
                 other = get(name)
                 if other.tags.exact or not other.tags.deterministic:
                     continue
-                t = time.perf_counter()
                 plans[name] = other.plan(problem)
-                slowest = max(slowest, time.perf_counter() - t)
             except SlackSwapError:        # e.g. a chain-only planner on a DAG
                 continue
-        cands += list(plans.items())
+        cands += [(n, plans[n]) for n in names if n in plans]
         best, bt, src = None, math.inf, ""
         for name, p in cands:
             if (not self.allow_swap and p.ids(Decision.SWAP)) or (not self.allow_recompute and p.ids(Decision.RECOMPUTE)):
