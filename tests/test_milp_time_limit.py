@@ -42,3 +42,20 @@ def test_full_size_model_returns_within_the_limit_and_a_margin():
     r = simulate(p, plan)
     assert plan.info.status in (Status.FEASIBLE, Status.OPTIMAL, Status.TIME_LIMIT), plan.info.message
     assert r.fits and plan.info.lower_bound <= r.step_time_s * (1 + 1e-9)
+
+
+def test_the_solver_is_not_started_without_time_to_start_it(monkeypatch):
+    """With less than SOLVER_START_S left after the build the warm start comes back at once (its
+    process could not start in time); here SOLVER_START_S is made larger than the limit."""
+    from slackswap.planners import milp
+
+    def boom(*a, **k):
+        raise AssertionError("the solver was started")
+
+    monkeypatch.setattr(milp, "solve", boom)
+    monkeypatch.setattr(milp, "SOLVER_START_S", 1e6)
+    g = chain(6, sizes=[1, 2, 3, 1, 2, 2])
+    p = Problem(g, CostModel.unit(g)).with_budget(7)
+    plan = planners.get("milp", time_limit_s=MIN_TIME_LIMIT_S).plan(p)
+    assert plan.info.status is Status.TIME_LIMIT and "to start the solver" in plan.info.message
+    assert simulate(p, plan).fits
