@@ -4,8 +4,9 @@ Each subcommand is one ``@command`` function taking the parsed arguments and a r
 returning an exit code; its options are declared by the ``configure`` function passed to the
 decorator. New subcommands (plan, simulate, compare, sweep, reproduce) register the same way.
 
-User errors (a ``ValueError`` from slackswap, bad arguments, missing files) print one line
-``slackswap: error: ...`` on stderr and exit 2.
+Every error prints one line ``slackswap: error: ...`` on stderr and exits 2 (``--debug`` adds the
+traceback); Ctrl-C prints one line saying what was saved and exits 130; output options are checked
+before any work; tables are printed whole (``_cliutil``; docs/experiments.md section 2).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ._cliutil import check_figure, check_output, prepare_output, print_table
+from .errors import SlackSwapError
 from .units import format_bytes, format_rate, format_seconds
 
 PROG = "slackswap"
@@ -43,8 +46,8 @@ def command(name: str, help: str, configure: Callable[[argparse.ArgumentParser],
     return deco
 
 
-class _UsageError(Exception):
-    pass
+class _UsageError(SlackSwapError):
+    """A malformed command line (argparse's message)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,6 +58,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Plan activation memory (keep / swap / recompute) "
                                             "for one transformer training step.")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for c in _COMMANDS.values():
         c.configure(sub.add_parser(c.name, help=c.help, description=c.help))
@@ -62,27 +66,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 ok, 2 user error)."""
+    """Run the CLI; returns the exit code: 0 ok, 2 an error (one line on stderr), 130 Ctrl-C
+    (one line saying what was saved and how to resume)."""
     import warnings
 
     from rich.console import Console
 
+    from ._cliutil import EXIT_ERROR, EXIT_INTERRUPTED, error_line
     from .errors import CapacityWarning
 
+    args = None
     try:
         args = build_parser().parse_args(argv)
         console = Console()
-        if not console.is_terminal:
+        if not console.is_terminal:   # text lines wrap at 140 in files; tables never narrow (print_table)
             console = Console(width=140)
         with warnings.catch_warnings():   # every command prints them itself, in its output
             warnings.simplefilter("ignore", CapacityWarning)
             return int(_COMMANDS[args.command].run(args, console) or 0)
     except SystemExit as exc:  # --help / --version
         return exc.code if isinstance(exc.code, int) else 0
-    except (_UsageError, ValueError, OSError) as exc:
-        msg = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"{PROG}: error: {msg}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        note = getattr(args, "on_interrupt", None)
+        print(f"{PROG}: interrupted: {note() if note else 'nothing was saved'}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback (unless --debug)
+        if getattr(args, "debug", False):
+            import traceback
+
+            traceback.print_exc()
+        print(f"{PROG}: error: {error_line(exc)}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 # ---------------------------------------------------------------- formatting helpers
@@ -137,7 +151,7 @@ def _models(args, console) -> int:
         s = models.load(name)
         t.add_row(name, str(s.layers), str(s.hidden), str(s.heads), _count(s.param_count()), str(s.seq),
                   str(s.batch))
-    console.print(t)
+    print_table(console, t)
     return 0
 
 
@@ -153,7 +167,7 @@ def _hardware(args, console) -> int:
         t.add_row(name, g.name, f"{g.peak('bf16') / 1e12:.0f} TFLOP/s", f"{g.hbm_bytes_per_s / 1e12:.2f} TB/s",
                   format_bytes(g.memory_bytes), lk.name, format_rate(lk.d2h_bytes_per_s),
                   format_rate(lk.h2d_bytes_per_s), format_seconds(lk.latency_s))
-    console.print(t)
+    print_table(console, t)
     console.print(f"link presets: {', '.join(hardware.available_links())}")
     return 0
 
@@ -167,6 +181,14 @@ def _graph_args(p: argparse.ArgumentParser) -> None:
                    help="what the backward keeps: fused kernels or HuggingFace transformers (docs/models.md)")
     p.add_argument("--hardware", metavar="NAME", help="add analytical times on this hardware preset "
                                                       "(its GPU memory is checked; default a100-80gb)")
+    _max_ops_arg(p)
+
+
+def _max_ops_arg(p) -> None:
+    from .models.transformer import MAX_OPS
+
+    p.add_argument("--max-ops", type=_positive_int, default=MAX_OPS,
+                   help=f"refuse a model whose graph has more ops than this, before building it (default {MAX_OPS:,})")
 
 
 @command("graph", "per-layer summary of a model's graph", _graph_args)
@@ -174,7 +196,7 @@ def _graph(args, console) -> int:
     from . import costs, hardware, models
 
     overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
-    g = models.build(args.model, **overrides)
+    g = models.build(args.model, max_ops=args.max_ops, **overrides)
     cm = costs.analytical(g, hardware.load(args.hardware)) if args.hardware else None
     saved = {t.id for t in g.planning_tensors()}
     rows: dict[str, list] = {}
@@ -200,7 +222,7 @@ def _graph(args, console) -> int:
         t.add_row(key, *_graph_cells(r, cm))
     t.add_section()
     t.add_row("total", *_graph_cells(tot, cm), style="bold")
-    console.print(t)
+    print_table(console, t)
     console.print(f"static (weights + grads + optimizer): {format_bytes(g.static_bytes)}; "
                   f"saved activations (keep-all): {format_bytes(g.saved_bytes())}; "
                   f"{len(g.ops)} ops, {len(g.tensors)} tensors")
@@ -223,17 +245,22 @@ def _graph_cells(r, cm) -> list[str]:
 # (plan, simulate, compare, sweep, reproduce; the logic lives in experiments.py and report.py)
 def _budget_value(text: str):
     """``"0.5"`` -> fraction 0.5; ``"24GiB"`` / ``"1000000"`` -> bytes (Problem.build semantics)."""
+    import math
+
     from .units import parse_bytes
 
+    bad = argparse.ArgumentTypeError(f"expected a fraction in (0, 1] of the keep-all peak or a positive "
+                                     f"number of bytes like '24GiB', got {text!r}")
     try:
         f = float(text)
     except ValueError:
         try:
             parse_bytes(text, "budget")
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1] of the keep-all peak or bytes "
-                                             f"like '24GiB', got {text!r}") from None
+            raise bad from None
         return text
+    if not math.isfinite(f) or f <= 0:
+        raise bad
     return f if ("." in text or "e" in text.lower() or f <= 1) else int(f)
 
 
@@ -260,6 +287,7 @@ def _problem_args(p: argparse.ArgumentParser, model_required: bool = True) -> No
     p.add_argument("--attention", choices=("flash", "eager"), help="attention implementation override")
     p.add_argument("--implementation", choices=("fused", "hf"),
                    help="saved-tensor accounting override: fused kernels or HuggingFace transformers")
+    _max_ops_arg(p)
 
 
 def _problem(args):
@@ -267,7 +295,8 @@ def _problem(args):
     from .problem import Problem
 
     overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
-    return Problem.build(args.model, hardware.load(args.hardware, link=args.link), args.budget, **overrides)
+    return Problem.build(args.model, hardware.load(args.hardware, link=args.link), args.budget,
+                         max_ops=args.max_ops, **overrides)
 
 
 def _df_table(title: str, df, floatfmt: str = ".4f"):
@@ -279,6 +308,15 @@ def _df_table(title: str, df, floatfmt: str = ".4f"):
     return t
 
 
+def _check_outputs(args, out_dir: bool = False) -> None:
+    """Every output option of ``args`` can be written: checked before any work starts."""
+    for opt in ("out", "trace", "cache"):
+        if getattr(args, opt, None):
+            check_output(getattr(args, opt), f"--{opt}", directory=opt == "cache" or (opt == "out" and out_dir))
+    if getattr(args, "figure", None):
+        check_figure(args.figure)
+
+
 def _show_and_save(args, console, problem, plan) -> int:
     from .report import plan_summary
     from .timeline import simulate
@@ -288,15 +326,15 @@ def _show_and_save(args, console, problem, plan) -> int:
     for line in plan_summary(problem, plan, r):
         console.print(line, highlight=False)
     if getattr(args, "out", None):
-        plan.save(args.out)
+        plan.save(prepare_output(args.out))
         console.print(f"plan written to {args.out}")
     if args.trace:
-        r.to_chrome_trace(args.trace)
+        r.to_chrome_trace(prepare_output(args.trace))
         console.print(f"chrome trace written to {args.trace} (open in ui.perfetto.dev)")
     if args.figure:
         from .report import timeline_figure
 
-        timeline_figure(r, problem, path=args.figure, planner=plan.planner)
+        timeline_figure(r, problem, path=prepare_output(args.figure), planner=plan.planner)
         console.print(f"timeline figure written to {args.figure}")
     return 0
 
@@ -315,6 +353,7 @@ def _plan_args(p):
 def _plan(args, console) -> int:
     from . import planners
 
+    _check_outputs(args)
     problem = _problem(args)
     return _show_and_save(args, console, problem, planners.get(args.planner, **dict(args.param)).plan(problem))
 
@@ -330,6 +369,7 @@ def _simulate_args(p):
 def _simulate(args, console) -> int:
     from .plan import Plan, validate
 
+    _check_outputs(args)
     plan = Plan.load(args.plan)
     problem = _problem(args)
     validate(problem, plan)
@@ -359,7 +399,7 @@ def _compare(args, console) -> int:
             "solve_s": "solve"}
     from .report import humanize
 
-    console.print(_df_table(f"{args.model} on {args.hardware}, budget {args.budget} "
+    print_table(console, _df_table(f"{args.model} on {args.hardware}, budget {args.budget} "
                             f"({df['budget_bytes'].iloc[0] / 2**30:.2f} GiB)", humanize(df[list(cols)]).rename(columns=cols)))
     _warn(console, dict.fromkeys(w for w in df["warning"] if w))
     return 0
@@ -369,20 +409,59 @@ def _sweep_args(p):
     p.add_argument("config", help="a sweep file (data/sweeps/*.toml)")
     p.add_argument("--out", help="write every run as CSV")
     p.add_argument("--workers", type=_positive_int, help="processes (default: the file's, else 2)")
-    p.add_argument("--cache", help="cache directory: finished runs are reused by a resumed sweep")
+    p.add_argument("--cache", help="cache directory: finished runs are reused by a resumed sweep "
+                                   "(after Ctrl-C, run the same command again)")
+    from .experiments import MAX_RUNS
+
+    p.add_argument("--max-runs", type=_positive_int, default=MAX_RUNS,
+                   help=f"refuse a sweep of more runs than this before it starts (default {MAX_RUNS:,})")
+
+
+def _load_sweep_checked(args) -> None:
+    """Read the sweep file and count its runs now: any error names the file, before any run."""
+    from . import experiments, planners
+
+    try:
+        cfg = experiments.load_sweep(args.config, max_runs=args.max_runs)
+        experiments.grid(cfg["models"], cfg["hardware"], cfg["budgets"], cfg["planners"], overrides=cfg["overrides"],
+                         planner_params=cfg["planner_params"], link=cfg["link"], max_runs=args.max_runs)
+        for _, name, params in experiments.variants(cfg["planners"], cfg["planner_params"]):
+            planners.get(name, **params)   # unknown names and bad parameters: before any run
+    except SlackSwapError:
+        raise
+    except (TypeError, ValueError, ArithmeticError, AttributeError, KeyError, IndexError) as e:
+        raise SlackSwapError(f"sweep file {args.config}: {type(e).__name__}: {' '.join(str(e).split())}") from None
+
+
+def _sweep_interrupted(args, state) -> str:
+    done = (f"{state['done'] - state['errors']} of {state['total']} runs" if state["total"]
+            else "the runs finished so far")
+    if args.cache:
+        return (f"{done} are saved in the cache {args.cache}; run the same command to resume "
+                f"(finished runs are read from the cache)")
+    return f"{done} were finished but not saved (no --cache); give --cache DIR to make a sweep resumable"
 
 
 @command("sweep", "run a sweep file and print its ablation table", _sweep_args)
 def _sweep(args, console) -> int:
     from . import experiments, report
 
+    _check_outputs(args)
+    _load_sweep_checked(args)
+    state = {"done": 0, "total": None, "errors": 0}
+
+    def on_row(row, done, total):   # ERROR rows are not cached
+        state.update(done=done, total=total, errors=state["errors"] + (row["status"] == "ERROR"))
+
+    args.on_interrupt = lambda: _sweep_interrupted(args, state)
     kw = {"workers": args.workers} if args.workers else {}
-    df = experiments.run_sweep_file(args.config, out=args.out, cache=args.cache, progress=sys.stderr.isatty(), **kw)
+    df = experiments.run_sweep_file(args.config, out=args.out, cache=args.cache, progress=sys.stderr.isatty(),
+                                    on_row=on_row, max_runs=args.max_runs, **kw)
     if (df["planner"] == "milp").any():   # its plan is an incumbent, not an optimum: name it so
-        console.print(_df_table(f"{args.config}: throughput ratio, the milp planner's plan and certified ceiling",
+        print_table(console, _df_table(f"{args.config}: throughput ratio, the milp planner's plan and certified ceiling",
                                 report.optimality_table(df)))
     else:
-        console.print(_df_table(f"{args.config}: throughput ratio by {df.attrs['by']}",
+        print_table(console, _df_table(f"{args.config}: throughput ratio by {df.attrs['by']}",
                                 report.ablation_table(df, by=df.attrs["by"])))
     errors = int((df["status"] == "ERROR").sum())
     console.print(f"{len(df)} runs ({df.attrs['cache_hits']} from cache), {errors} errors"
@@ -417,6 +496,7 @@ def _reproduce(args, console) -> int:
     from . import experiments, hardware, models, planners, report
     from ._paths import user_path
 
+    _check_outputs(args, out_dir=True)
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     for n in names:
         models.load(n)
@@ -447,20 +527,20 @@ def _reproduce(args, console) -> int:
         pub = None
         console.print(f"(no published table: {e})")
     if pub is not None:
-        console.print(_df_table("Published (arXiv 2610.13003) vs ours: throughput ratio of slack",
+        print_table(console, _df_table("Published (arXiv 2610.13003) vs ours: throughput ratio of slack",
                                 pub.drop(columns="source")))
         console.print(f"paper: {pub['source'].iloc[0]}" if len(pub) else "(no published setting in this run)")
-    console.print(_df_table(f"Throughput ratio at budget {args.budget} on {args.hardware}",
+    print_table(console, _df_table(f"Throughput ratio at budget {args.budget} on {args.hardware}",
                             report.ablation_table(df, by="model")))
     gaps = report.ablation_table(df[df["planner"] != "milp"], by="model", value="gap_to_bound")
     how = next((h for h in df["bound_how"] if h), "none")
-    console.print(_df_table(f"Gap to the lower bound (step / bound - 1; bound: {how})", gaps))
+    print_table(console, _df_table(f"Gap to the lower bound (step / bound - 1; bound: {how})", gaps))
     if args.exact:
-        console.print(_df_table("Gap to the MILP's plan (step / MILP step - 1)",
+        print_table(console, _df_table("Gap to the MILP's plan (step / MILP step - 1)",
                                 report.ablation_table(df[df["planner"] != "milp"], by="model", value="gap_to_milp")))
         milp = df[df["planner"] == "milp"].copy()
         milp["proven_gap"] = 1 - milp["planner_bound_s"] / milp["step_time_s"]
-        console.print(_df_table("MILP: status, its plan's step and certified bound, proven gap "
+        print_table(console, _df_table("MILP: status, its plan's step and certified bound, proven gap "
                                 "(docs/milp.md section 7 above max_exact_tensors)",
                                 milp[["model", "status", "step_time_s", "planner_bound_s", "proven_gap"]],
                                 floatfmt=".6g"))

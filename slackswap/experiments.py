@@ -35,6 +35,10 @@ WALL_COLUMNS = ("solve_s",)
 SETTING_COLUMNS = ("model", "hardware", "link", "overrides", "budget")
 """Columns that identify one setting (a problem); planners are compared within a setting."""
 
+MAX_RUNS = 10_000
+"""``sweep`` refuses a grid of more runs than this unless ``max_runs`` says otherwise (None: no
+limit); the runs are counted before the grid is expanded (docs/experiments.md)."""
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -331,10 +335,28 @@ def variants(planners, planner_params=None) -> list[tuple[str, str, dict]]:
     return out
 
 
+def count_runs(models, hardware, budgets, planners, *, overrides=None, planner_params=None, link=None) -> int:
+    """How many runs ``grid`` of these arguments has, without building it."""
+    n = len(variants(planners, planner_params))
+    for x, what in ((models, "models"), (hardware, "hardware"), (link, "link"), (overrides, "overrides"),
+                    (budgets, "budgets")):
+        n *= len(_as_list(x, what))
+    return n
+
+
+def check_runs(n: int, max_runs: int | None, what: str = "sweep") -> None:
+    """Raise ``ConfigError`` when ``n`` runs are more than ``max_runs`` (None: no limit)."""
+    if max_runs is not None and n > max_runs:
+        raise ConfigError(f"{what}: {n:,} runs, more than max_runs={max_runs:,}; give a larger max_runs "
+                          f"(CLI --max-runs) to run them anyway")
+
+
 def grid(models, hardware, budgets, planners, *, overrides=None, planner_params=None, link=None,
-         bound=True) -> list[RunSpec]:
+         bound=True, max_runs: int | None = MAX_RUNS) -> list[RunSpec]:
     """Every run of a sweep, in the sweep's (deterministic) order: model, hardware, link,
-    overrides, budget, planner variant."""
+    overrides, budget, planner variant. More than ``max_runs`` runs raise ``ConfigError``."""
+    check_runs(count_runs(models, hardware, budgets, planners, overrides=overrides,
+                          planner_params=planner_params, link=link), max_runs)
     vs = variants(planners, planner_params)
     for i, ov in enumerate(_as_list(overrides, "overrides")):
         if ov is not None and not isinstance(ov, dict):
@@ -348,7 +370,7 @@ def grid(models, hardware, budgets, planners, *, overrides=None, planner_params=
 
 def sweep(models, hardware, budgets, planners, *, overrides=None, planner_params=None, link=None,
           executor: cf.Executor | None = None, workers: int = 2, cache=None, progress: bool = True,
-          bound: bool = True, on_row=None):
+          bound: bool = True, on_row=None, max_runs: int | None = MAX_RUNS):
     """Run the grid ``models x hardware x link x overrides x budgets x planner variants``.
 
     ``overrides``: a dict (or list of dicts) of spec overrides (seq, batch, attention, layers ...).
@@ -362,13 +384,14 @@ def sweep(models, hardware, budgets, planners, *, overrides=None, planner_params
     them again.
     ``on_row(row, done, total)``: called in the calling process as each run finishes (any order).
     ``bound``: False, True (``DEFAULT_BOUND``) or a dict of ``bounds.lower_bound`` keyword arguments.
+    ``max_runs``: a grid of more runs is refused before any starts (``ConfigError``; None: no limit).
     Returns a DataFrame with one row per run (``RunRow`` columns) in grid order; ``df.attrs`` holds
     ``runs``, ``cache_hits`` and ``computed``.
     """
     import pandas as pd
 
     specs = grid(models, hardware, budgets, planners, overrides=overrides, planner_params=planner_params,
-                 link=link, bound=bound)
+                 link=link, bound=bound, max_runs=max_runs)
     cache_dir = user_path(cache) if cache is not None else None
     keys: list[str | None] = [None] * len(specs)
     if cache_dir is not None:
@@ -428,7 +451,9 @@ def _execute(specs, todo, executor, workers):
             yield i, run_one(specs[i])
         return
     own = executor is None
-    ex = cf.ProcessPoolExecutor(max_workers=workers) if own else executor
+    # our workers leave Ctrl-C (SIGINT to the whole process group) to this process, which stops them
+    ex = cf.ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint) if own else executor
+    interrupted = False
     try:
         futures = {ex.submit(run_one, specs[i]): i for i in todo}
         for fut in cf.as_completed(futures):
@@ -438,9 +463,25 @@ def _execute(specs, todo, executor, workers):
             except Exception as e:  # noqa: BLE001 - a lost worker is a row too
                 row = error_row(specs[i], f"{type(e).__name__}: {' '.join(str(e).split())}")
             yield i, row
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
-        if own:
+        if own and interrupted:   # do not wait for the runs in flight: stop their processes
+            procs = list((getattr(ex, "_processes", None) or {}).values())
+            ex.shutdown(wait=False, cancel_futures=True)
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.join(5.0)
+        elif own:
             ex.shutdown(wait=True, cancel_futures=True)
+
+
+def _ignore_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def finish(df):

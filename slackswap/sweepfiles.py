@@ -101,10 +101,11 @@ def sweeps_dir() -> Path:
     return data_dir() / "sweeps"
 
 
-def load_sweep(path) -> dict:
+def load_sweep(path, max_runs: int | None = None) -> dict:
     """Read a sweep file (``data/sweeps/*.toml``) into ``sweep()`` keyword arguments plus ``name``,
     ``description`` and ``by`` (the ablation column). Unknown keys raise ``ConfigError``.
-    ``budgets`` is a list or a table ``{start, stop, step}`` (stop included)."""
+    ``budgets`` is a list or a table ``{start, stop, step}`` (stop included; more than
+    ``max_runs`` budgets are refused before the list is made)."""
     p = user_path(path)
     if not p.is_file():
         raise ConfigError(f"sweep file: {p} does not exist")
@@ -114,13 +115,19 @@ def load_sweep(path) -> dict:
         raise ConfigError(f"{p.name}: not valid TOML ({e})") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{p.name}: cannot read {p}: {e}") from None
-    return sweep_from_dict(doc, p.name, p.stem)
+    return sweep_from_dict(doc, p.name, p.stem, max_runs)
 
 
-def sweep_from_dict(doc, where: str = "sweep", default_name: str = "sweep") -> dict:
+def sweep_from_dict(doc, where: str = "sweep", default_name: str = "sweep", max_runs: int | None = None) -> dict:
     """``load_sweep`` of an already-parsed document (``where`` names it in errors)."""
+    from .experiments import check_runs
+
     f = parse(SweepFile, doc, where)
-    budgets = f.budgets.values() if isinstance(f.budgets, BudgetRange) else list(f.budgets)
+    if isinstance(f.budgets, BudgetRange):
+        check_runs(f.budgets.count(), max_runs, f"{where}: budgets")   # before the list is made
+        budgets = f.budgets.values()
+    else:
+        budgets = list(f.budgets)
     params = f.planner_params
     if f.variants is not None:
         params = [(v.label, v.planner, dict(v.params)) for v in f.variants]
@@ -129,8 +136,10 @@ def sweep_from_dict(doc, where: str = "sweep", default_name: str = "sweep") -> d
            "planner_params": params, "link": f.links, "overrides": f.overrides,
            "workers": f.workers, "bound": f.bound, "by": f.by}
     from . import planners
-    from .experiments import variants
+    from .experiments import count_runs, variants
 
+    check_runs(count_runs(out["models"], out["hardware"], budgets, out["planners"], overrides=out["overrides"],
+                          planner_params=params, link=out["link"]), max_runs, where)   # before any check of planners
     try:  # validate now, not in the middle of a sweep
         for label, name, params in variants(out["planners"], out["planner_params"]):
             try:
@@ -145,7 +154,13 @@ def sweep_from_dict(doc, where: str = "sweep", default_name: str = "sweep") -> d
 def run_sweep_file(path, out=None, **kw):
     """Run a sweep file; write the rows as CSV to ``out`` when given. ``kw`` overrides
     ``sweep()`` arguments (e.g. ``workers``, ``executor``, ``cache``, ``progress``)."""
-    cfg = load_sweep(path)
+    from .experiments import MAX_RUNS
+
+    cfg = load_sweep(path, max_runs=kw.get("max_runs", MAX_RUNS))
+    if out is not None:   # before any run: a sweep never computes rows it cannot write
+        from ._cliutil import check_output
+
+        check_output(out, "out")
     args = {k: v for k, v in cfg.items() if k not in ("name", "description", "by")}
     args.update(kw)
     from .experiments import sweep

@@ -43,7 +43,7 @@ def test_no_plan_found_is_not_a_proof_of_infeasibility():
 
 def test_exact_path_stopped_without_a_plan_says_no_plan_found():
     p = _chain48()
-    mp = planners.get("milp", allow_swap=False, warm_start=False, max_exact_tensors=100, time_limit_s=1).plan(p)
+    mp = planners.get("milp", allow_swap=False, warm_start=False, max_exact_tensors=100, time_limit_s=2).plan(p)
     assert mp.info.status is Status.NO_PLAN_FOUND, mp.info.message
     assert mp.info.lower_bound is not None and "time limit" in mp.info.message
 

@@ -164,3 +164,19 @@ def test_editing_a_traced_models_config_misses_the_sweep_cache(tmp_path):
     assert run.key() == before
     path.write_text(json.dumps({**cfg, "n_layer": cfg["n_layer"] + 1}))
     assert run.key() != before
+
+
+def test_a_traced_model_with_a_million_layers_is_refused_before_it_is_built(tmp_path):
+    import json
+    import time
+
+    from slackswap._paths import data_dir
+    from slackswap.errors import ConfigError
+
+    cfg = json.loads((data_dir() / "hf" / "tiny-gpt2.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**cfg, "n_layer": 10**6}))
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"about 60,000,000 ops \(1,000,000 layers\), more than max_ops=100,000"):
+        models.build(f"hf:{path}")
+    assert time.perf_counter() - t0 < 30   # refused from the config, not after building (generous)

@@ -38,17 +38,30 @@ def spec(name_or_spec: str | Path | TransformerSpec, /, **overrides) -> Transfor
                       f"path; got {type(name_or_spec).__name__}")
 
 
-def build(name_or_spec: str | Path | TransformerSpec, /, **overrides) -> Graph:
+def build(name_or_spec: str | Path | TransformerSpec, /, max_ops: int | None = _transformer.MAX_OPS,
+          **overrides) -> Graph:
     """A ``Graph`` from a preset name, a ``TransformerSpec`` or a path to an HF ``config.json``.
+    A graph estimated above ``max_ops`` ops (``transformer.MAX_OPS``; None: no limit) is refused
+    with ``ConfigError`` before it is built (``Problem.build`` passes ``max_ops`` on).
 
     ``"hf:<name or config.json>"`` traces the HuggingFace model instead (needs the ``torch``
     extra; overrides: batch, seq, dtype, device, kernels, name; docs/trace.md).
     """
     if isinstance(name_or_spec, str) and name_or_spec.startswith("hf:"):
         try:
-            from ..torch.hf import build_graph
+            from ..torch.hf import build_graph, load_config
         except ModuleNotFoundError as exc:
             raise ConfigError(f"model {name_or_spec!r}: tracing needs {exc.name}; install the "
                               "extra: pip install 'slackswap[torch]'") from exc
+        _check_traced_size(name_or_spec, load_config(name_or_spec[3:])[0], max_ops)
         return build_graph(name_or_spec[3:], **overrides)
-    return _transformer.build(spec(name_or_spec, **overrides))
+    return _transformer.build(spec(name_or_spec, **overrides), max_ops=max_ops)
+
+
+def _check_traced_size(name: str, cfg: dict, max_ops: int | None) -> None:
+    """Refuse a traced model whose config's layer count would give more than ``max_ops`` ops."""
+    layers = next((cfg[k] for k in ("num_hidden_layers", "n_layer") if isinstance(cfg.get(k), int)), 0)
+    estimate = layers * _transformer.TRACED_OPS_PER_LAYER
+    if max_ops is not None and estimate > max_ops:
+        raise ConfigError(f"model {name!r}: about {estimate:,} ops ({layers:,} layers), more than "
+                          f"max_ops={max_ops:,}; pass max_ops=None (CLI --max-ops) to build it anyway")

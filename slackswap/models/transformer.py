@@ -31,6 +31,14 @@ from .spec import TransformerSpec
 #: Forward FLOPs per element of memory-bound ops (backward: 2x). Small, documented guesses.
 _EW = {"norm": 5, "gelu": 8, "swiglu": 6, "softmax": 5, "dropout": 2, "add": 1, "rope": 3,
        "embedding": 2, "loss": 5, "tanh": 4}
+MAX_OPS = 100_000
+"""``build`` refuses a graph estimated above this many ops unless ``max_ops`` says otherwise (None:
+no limit): the estimate (ops before the first block + layers x the first block's ops) is made
+after one block, before the rest is built; 100,000 ops take about 7 s to build and far longer to
+plan (docs/models.md)."""
+#: Upper estimate of the graph ops of one traced HF block (measured: gpt2-xl 21, llama-7b 41 per
+#: block at the aten-op grain of docs/trace.md), to refuse oversized ``hf:`` models before tracing.
+TRACED_OPS_PER_LAYER = 60
 _INT_BYTES = 8  # token ids are int64
 _STAT_BYTES = 4  # fp32 norm statistics and log-sum-exp
 
@@ -301,17 +309,27 @@ class _Transformer:
                   saves=("out:1", "out:2"), flops=_EW["loss"] * T * vt,
                   workspace=T * vt * (2 * _STAT_BYTES - e))
 
-    def build(self) -> Graph:
+    def build(self, max_ops: int | None = MAX_OPS) -> Graph:
         x = self.embeddings()
+        before = len(self.g.ops)
         for i in range(self.s.layers):
             x = self.block(i, x)
+            if i == 0 and max_ops is not None:
+                est = before + (len(self.g.ops) - before) * self.s.layers
+                if est > max_ops:
+                    from ..errors import ConfigError
+
+                    raise ConfigError(f"model {self.s.name!r}: {self.s.layers:,} layers make about {est:,} ops, "
+                                      f"more than max_ops={max_ops:,}; give a larger max_ops (CLI --max-ops) "
+                                      "to build it anyway")
         self.head(x)
         return Graph(self.s.name, ops=tuple(self.g.ops), tensors=tuple(self.g.tensors),
                      static_bytes=self.s.static_bytes(), spec=self.s)
 
 
-def build(spec: TransformerSpec) -> Graph:
+def build(spec: TransformerSpec, max_ops: int | None = MAX_OPS) -> Graph:
     """The forward graph of one training step of ``spec`` on one GPU (per tensor-parallel rank).
+    A graph estimated above ``max_ops`` ops is refused (``ConfigError``) before it is built.
 
     >>> from slackswap.models import load
     >>> g = build(load("tiny"))
@@ -322,4 +340,8 @@ def build(spec: TransformerSpec) -> Graph:
         from ..errors import ConfigError
 
         raise ConfigError(f"spec: expected a TransformerSpec, got {type(spec).__name__}")
-    return _Transformer(spec).build()
+    if max_ops is not None and (isinstance(max_ops, bool) or not isinstance(max_ops, int) or max_ops < 1):
+        from ..errors import ConfigError
+
+        raise ConfigError(f"max_ops: must be a positive integer or None, got {max_ops!r}")
+    return _Transformer(spec).build(max_ops)

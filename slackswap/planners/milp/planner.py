@@ -24,9 +24,10 @@ from pydantic_core import PydanticCustomError
 from ...errors import SlackSwapError
 from ...mip.backends import BACKENDS, solve
 from ...plan import Decision, Plan, SolveInfo, Status, validate
-from ...schema import NonNegFloat, NonNegInt, PosFloat, PosInt, Schema
+from ...schema import NonNegFloat, NonNegInt, PosInt, Schema
 from ...timeline import simulate
 from ..base import Tags, available, check_params, get, register
+from .clock import MIN_TIME_LIMIT_S, SOLVER_START_S, WARM_SHARE, Clock, bound_fits, import_cost
 
 _REL = 1e-6
 _PRESOLVE_MAX_NNZ = 50_000
@@ -67,7 +68,7 @@ class MilpPlanner:
 
     class Params(Schema):
         solver: Literal[BACKENDS] = "highs"
-        time_limit_s: PosFloat | None = None
+        time_limit_s: Annotated[float, Field(ge=MIN_TIME_LIMIT_S)] | None = None   # docs/milp.md 9
         mip_rel_gap: Annotated[float, Field(ge=0, lt=1)] = 1e-9
         threads: PosInt | None = None
         seed: NonNegInt = 0
@@ -113,23 +114,25 @@ class MilpPlanner:
         return build(problem, self.allow_swap, self.allow_recompute, self.max_tree_nodes, deadline=deadline)
 
     def plan(self, problem) -> Plan:
-        """Build, solve and check; the whole call honours ``time_limit_s`` (docs/milp.md, section 5):
-        the solver gets what is left after the build minus a reserve for the post-processing, and a
-        build that outlives the limit returns the warm start with status TIME_LIMIT."""
+        """Build, solve and check; the whole call honours ``time_limit_s`` (docs/milp.md, section 9):
+        warm-start heuristics are started within their share of it, the solver gets what is left
+        after the build minus a reserve for the post-processing, and a build that outlives the
+        limit returns the warm start with status TIME_LIMIT."""
         from ...mip.formulation import BuildTimeout
 
-        t0 = time.perf_counter()
         self._check()
+        clock = Clock(self.time_limit_s)
+        self._bound_memo = {"clock": clock}
         if self.solver == "cvxpy":
             try:
                 import cvxpy  # noqa: F401
             except ImportError:
                 raise SlackSwapError("milp solver 'cvxpy' needs cvxpy: pip install slackswap[cvxpy]") from None
-        wall = lambda: time.perf_counter() - t0  # noqa: E731
+        wall = clock.wall
         limit = self.time_limit_s
-        # the post-processing (fixed-integer LP, two simulations) gets 10% of the limit
-        deadline = None if limit is None else t0 + 0.9 * limit
-        warm, src = self._warm(problem) if self.warm_start else (None, "")
+        # the post-processing (fixed-integer LP, two simulations) gets POST_SHARE of the limit
+        deadline = clock.solve_deadline
+        warm, src = self._warm(problem, clock.at(WARM_SHARE)) if self.warm_start else (None, "")
         if len(problem.planning_ids) > self.max_exact_tensors:
             return self._beyond_exact(problem, warm, src, wall, deadline)
         try:
@@ -150,6 +153,9 @@ class MilpPlanner:
                 if t in built.rec:
                     start[built.rec[t]] = float(d is Decision.RECOMPUTE)
         size = model.size()
+        if not clock.before(deadline, SOLVER_START_S):
+            return self._fallback(problem, warm, src, None, size, wall,
+                                  f"time limit {limit} s: too little time left after the build to start the solver")
         t_solve = time.perf_counter()
         presolve = self.presolve if self.presolve != "auto" else size["nonzeros"] <= _PRESOLVE_MAX_NNZ
         res = solve(model, self.solver, time_limit_s=None, mip_rel_gap=self.mip_rel_gap,
@@ -181,7 +187,7 @@ class MilpPlanner:
                                   + (f" ({res.message})" if res.message else ""))
         # the polishing LP passes the whole model to HiGHS again: only when the time left could
         # plausibly hold it (at least half what the solve call took), else use the simulated time
-        end = None if limit is None else t0 + limit
+        end = clock.end
         polish = end is None or end - time.perf_counter() > 0.5 * solve_wall
         plan, obj = self._extract(problem, built, res.x, end, polish=polish)
         r = simulate(problem, plan, detail=False)
@@ -209,7 +215,7 @@ class MilpPlanner:
         if not built.narrowed and status is Status.OPTIMAL:
             bound = obj if bound is None else bound
         else:
-            bound = _certified(problem, bound)
+            bound = self._certified(problem, bound)
             if r.fits and bound is not None:
                 bound = min(bound, obj)
         gap = _gap(obj, bound)
@@ -241,7 +247,10 @@ class MilpPlanner:
         from ...bounds import aggregate_bound, lower_bound
 
         n = len(problem.planning_ids)
-        bound, how = lower_bound(problem, lp_max_tensors=0)
+        if self._cap_in_time(problem):
+            bound, how = lower_bound(problem, lp_max_tensors=0)
+        else:
+            bound, how = float(problem.ideal_step_s), "ideal step (no time left for the capacity bound's LP)"
         msg = [f"{n} planning tensors > max_exact_tensors={self.max_exact_tensors}: exact model not built"]
         best, obj = None, None
         inc = None
@@ -249,6 +258,12 @@ class MilpPlanner:
             best, obj, inc = warm, simulate(problem, warm, detail=False).step_time_s, f"incumbent: {src}'s plan"
         size, proven = {}, False
         left = self.aggregate_time_s if deadline is None else min(self.aggregate_time_s, deadline - time.perf_counter())
+        if deadline is not None and import_cost():   # the import is not part of the solver's limit
+            if left < import_cost() + 0.5:
+                left = 0.0
+            else:
+                import scipy.optimize  # noqa: F401
+                left = min(self.aggregate_time_s, deadline - time.perf_counter())
         if left > 0.5 and self.aggregate_nodes > 0 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
             t_agg = time.perf_counter()
             extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left,
@@ -272,7 +287,7 @@ class MilpPlanner:
         msg += [inc] if inc else []
         msg.append(f"bound: {how}")
         if best is None:
-            if not proven:     # the MILP was skipped or stopped: its LP may still prove it
+            if not proven and self._cap_in_time(problem):   # the MILP was skipped or stopped: its LP may prove it
                 lp = aggregate_bound(problem)
                 proven = lp[1] is not None and (bool(lp[1].model.infeasible) or getattr(lp[2], "status", None) == 2)
             status = Status.INFEASIBLE if proven else Status.NO_PLAN_FOUND
@@ -309,10 +324,10 @@ class MilpPlanner:
             st = Status.ERROR if status is Status.ERROR else Status.NO_PLAN_FOUND
             return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
                         problem_key=problem.key,
-                        info=SolveInfo(st, lower_bound=_certified(problem, bound), wall_s=wall(),
+                        info=SolveInfo(st, lower_bound=self._certified(problem, bound), wall_s=wall(),
                                        model_size=size or {}, message=message + "; no candidate plan fits"))
         obj = simulate(problem, warm, detail=False).step_time_s
-        bound = min(_certified(problem, bound), obj)
+        bound = min(self._certified(problem, bound), obj)
         status = Status.FEASIBLE if status is Status.ERROR else status     # a plan that fits all the same
         return warm.with_info(status=status, objective=obj, lower_bound=bound, gap=_gap(obj, bound),
                               wall_s=wall(), model_size=size or {}, message=f"{message}; incumbent: {src}'s plan")
@@ -345,26 +360,43 @@ class MilpPlanner:
             return None if res.status == "time_limit" else m.objective_value(xval)
         return res.objective
 
-    def _warm(self, problem):
+    def _certified(self, problem, bound):
+        """The larger of the solver's bound and the certified capacity bound (``slackswap.bounds``,
+        computed once per call, and under a limit only while it fits: else the ideal step): a
+        stopped solve still reports a proven gap."""
+        memo = self._bound_memo
+        if "cap" not in memo:
+            memo["cap"] = _certified(problem, None) if self._cap_in_time(problem) else float(problem.ideal_step_s)
+        return memo["cap"] if bound is None else max(bound, memo["cap"])
+
+    def _cap_in_time(self, problem) -> bool:
+        return bound_fits(self._bound_memo["clock"], problem)
+
+    def _warm(self, problem, until: float | None = None):
         """The warm start and its source: the fastest plan that fits, by simulation, among keep-all,
         recompute-all (when allowed) and the plan of every registered planner that is neither exact
         nor nondeterministic, keeping those that use only the choices ``allow_swap`` and
-        ``allow_recompute`` permit. ``(None, "")`` when none fits."""
+        ``allow_recompute`` permit. ``(None, "")`` when none fits. ``until``: a
+        ``time.perf_counter()`` value after which no heuristic is started; slack is started first
+        (the usual winner), the others in name order. Candidates are judged in name order."""
         g, ids = problem.graph, problem.planning_ids
         cands = [("keep-all", Plan({t: Decision.KEEP for t in ids}))]
         if self.allow_recompute:
             cands.append(("recompute-all", Plan({t: Decision.RECOMPUTE if g.tensors[t].recomputable
                                                  else Decision.KEEP for t in ids})))
-        for name in available():
-            if name in (self.name, "keep-all", "recompute-all"):
-                continue
+        names = [n for n in available() if n not in (self.name, "keep-all", "recompute-all")]
+        plans = {}
+        for name in sorted(names, key=lambda n: n != "slack"):
+            if until is not None and time.perf_counter() >= until:
+                break
             try:
                 other = get(name)
                 if other.tags.exact or not other.tags.deterministic:
                     continue
-                cands.append((name, other.plan(problem)))
+                plans[name] = other.plan(problem)
             except SlackSwapError:        # e.g. a chain-only planner on a DAG
                 continue
+        cands += [(n, plans[n]) for n in names if n in plans]
         best, bt, src = None, math.inf, ""
         for name, p in cands:
             if (not self.allow_swap and p.ids(Decision.SWAP)) or (not self.allow_recompute and p.ids(Decision.RECOMPUTE)):

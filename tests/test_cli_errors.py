@@ -1,0 +1,244 @@
+"""CLI errors: every malformed input is one line on stderr, exit 2, no traceback, naming the option
+or field; Ctrl-C in a sweep says what is saved and a rerun completes it; tables are never cut."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from slackswap.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def _files(tmp: Path) -> dict:
+    """Inputs the table refers to as {name}."""
+    f = {"tmp": tmp, "afile": tmp / "a.txt", "adir": tmp / "d"}
+    f["afile"].write_text("x")
+    f["adir"].mkdir()
+    sweeps = {
+        "zero_step": 'models = ["tiny"]\nbudgets = {start = 0.3, stop = 0.5, step = 0}\nplanners = ["slack"]\n',
+        "tiny_step": 'models = ["tiny"]\nbudgets = {start = 0.3, stop = 0.5, step = 1e-9}\nplanners = ["slack"]\n',
+        "nan_step": 'models = ["tiny"]\nbudgets = {start = 0.3, stop = 0.5, step = nan}\nplanners = ["slack"]\n',
+        "str_step": 'models = ["tiny"]\nbudgets = {start = 0.3, stop = 0.5, step = "a"}\nplanners = ["slack"]\n',
+        "bad_table": 'models = ["tiny"]\nbudgets = {start = 0.3, stop = 0.5}\nplanners = ["slack"]\n',
+        "big_grid": 'models = ["tiny"]\nbudgets = {start = 0.01, stop = 1.0, step = 0.0005}\n'
+                    'planners = ["slack", "chen-sqrt", "swap-all", "keep-all", "capuchin", "chen-greedy",'
+                    ' "dp-checkpoint", "checkpoint-layers", "recompute-all", "swap-all-x"]\n',
+        "overrides_int": 'models = ["tiny"]\nbudgets = [0.5]\noverrides = [5]\nplanners = ["slack"]\n',
+        "planners_int": 'models = ["tiny"]\nbudgets = [0.5]\nplanners = 5\n',
+        "variants_int": 'models = ["tiny"]\nbudgets = [0.5]\nvariants = [1, 2]\n',
+        "unknown_key": 'models = ["tiny"]\nbudgets = [0.5]\nplanners = ["slack"]\ncolour = "red"\n',
+        "missing_models": 'budgets = [0.5]\nplanners = ["slack"]\n',
+        "not_toml": 'models = [tiny\n',
+        "unknown_planner": 'models = ["tiny"]\nbudgets = [0.5]\nplanners = ["nope"]\n',
+        "empty_models": 'models = []\nbudgets = [0.5]\nplanners = ["slack"]\n',
+        "ok": 'models = ["tiny"]\nbudgets = [0.9]\nplanners = ["chen-sqrt"]\nworkers = 1\n',
+    }
+    for k, text in sweeps.items():
+        f[k] = tmp / f"{k}.toml"
+        f[k].write_text(text)
+    f["badjson"] = tmp / "bad.json"
+    f["badjson"].write_text("{not json")
+    f["badplan"] = tmp / "plan.json"
+    f["badplan"].write_text('{"schema_version": 99}')
+    f["hf_huge"] = tmp / "config.json"
+    f["hf_huge"].write_text('{"model_type": "gpt2", "n_layer": 1000000, "n_embd": 64, "n_head": 2, '
+                            '"vocab_size": 100, "n_positions": 64}')
+    return f
+
+
+PLAN = ["plan", "--model", "tiny"]
+ROWS = [  # (argv with {file} names, text the message must contain)
+    # --budget
+    (PLAN + ["--budget", "inf"], "--budget"),
+    (PLAN + ["--budget", "-inf"], "--budget"),
+    (PLAN + ["--budget", "nan"], "--budget"),
+    (PLAN + ["--budget", "-1"], "--budget"),
+    (PLAN + ["--budget", "0"], "--budget"),
+    (PLAN + ["--budget", "abc"], "--budget"),
+    (PLAN + ["--budget", "1e400"], "--budget"),
+    (PLAN + ["--budget", ""], "--budget"),
+    (PLAN + ["--budget", "12XB"], "--budget"),
+    (PLAN + ["--budget", "0.0001"], "budget"),
+    (["compare", "--model", "tiny", "--budget", "nan"], "--budget"),
+    (["reproduce", "--budget", "-0.5"], "--budget"),
+    # names
+    (["plan", "--model", "no-such-model"], "unknown model 'no-such-model'"),
+    (PLAN + ["--hardware", "tpu"], "unknown hardware 'tpu'"),
+    (PLAN + ["--link", "carrier-pigeon"], "carrier-pigeon"),
+    (PLAN + ["--planner", "nope"], "unknown planner 'nope'"),
+    (["compare", "--model", "tiny", "--planners", "slack,nope"], "unknown planner 'nope'"),
+    (["reproduce", "--models", "tiny,nope"], "unknown model 'nope'"),
+    (["reproduce", "--planners", "nope"], "unknown planner 'nope'"),
+    (["graph", "no-such-model"], "unknown model 'no-such-model'"),
+    (["nosuchcommand"], "invalid choice"),
+    # options and planner parameters
+    (PLAN + ["--seq", "0"], "--seq"),
+    (PLAN + ["--seq", "x"], "--seq"),
+    (PLAN + ["--batch", "-2"], "--batch"),
+    (PLAN + ["--attention", "sparse"], "--attention"),
+    (PLAN + ["--implementation", "jax"], "--implementation"),
+    (PLAN + ["--param", "novalue"], "--param"),
+    (PLAN + ["--param", "=3"], "--param"),
+    (PLAN + ["--param", "bogus=1"], "bogus"),
+    (PLAN + ["--planner", "milp", "--param", "time_limit_s=-1"], "time_limit_s"),
+    (PLAN + ["--planner", "milp", "--param", "solver=gurobi"], "solver"),
+    (PLAN + ["--max-ops", "5"], "max_ops"),
+    (PLAN + ["--unknown-flag"], "--unknown-flag"),
+    (["sweep", "{ok}", "--workers", "0"], "--workers"),
+    (["sweep", "{ok}", "--max-runs", "0"], "--max-runs"),
+    (["reproduce", "--time-limit", "soon"], "--time-limit"),
+    # outputs
+    (PLAN + ["--out", "{adir}"], "--out"),
+    (PLAN + ["--out", "{afile}/plan.json"], "--out"),
+    (PLAN + ["--trace", "{afile}/t.json"], "--trace"),
+    (PLAN + ["--figure", "{tmp}/tl.nosuchformat"], "--figure"),
+    (PLAN + ["--figure", "{adir}"], "--figure"),
+    (["sweep", "{ok}", "--out", "{afile}/r.csv"], "--out"),
+    (["sweep", "{ok}", "--out", "{adir}"], "--out"),
+    (["sweep", "{ok}", "--cache", "{afile}"], "--cache"),
+    (["reproduce", "--out", "{afile}"], "--out"),
+    # missing and malformed files
+    (["simulate", "--plan", "/no/such/plan.json", "--model", "tiny"], "does not exist"),
+    (["simulate", "--plan", "{badjson}", "--model", "tiny"], "bad.json"),
+    (["simulate", "--plan", "{badplan}", "--model", "tiny"], "schema_version"),
+    (["sweep", "/no/such/sweep.toml"], "does not exist"),
+    (["graph", "/no/such/config.json"], "config.json"),
+    (["graph", "{hf_huge}"], "max_ops"),
+    (["plan", "--model", "{hf_huge}"], "max_ops"),
+    (["plan", "--model", "tiny", "--layers", "3"], "--layers"),
+    # sweep files
+    (["sweep", "{zero_step}"], "step"),
+    (["sweep", "{tiny_step}"], "200,000,001 runs"),
+    (["sweep", "{nan_step}"], "step"),
+    (["sweep", "{str_step}"], "step"),
+    (["sweep", "{bad_table}"], "budgets"),
+    (["sweep", "{big_grid}"], "10,000"),
+    (["sweep", "{ok}", "--max-runs", "0"], "--max-runs"),
+    (["sweep", "{overrides_int}"], "overrides_int.toml"),
+    (["sweep", "{planners_int}"], "planners_int.toml"),
+    (["sweep", "{variants_int}"], "variants_int.toml"),
+    (["sweep", "{unknown_key}"], "colour"),
+    (["sweep", "{missing_models}"], "models"),
+    (["sweep", "{not_toml}"], "not_toml.toml"),
+    (["sweep", "{unknown_planner}"], "unknown planner 'nope'"),
+    (["sweep", "{empty_models}"], "models"),
+]
+
+
+@pytest.mark.parametrize("argv, needle", ROWS, ids=[f"{i}-{' '.join(r[0])[:40]}" for i, r in enumerate(ROWS)])
+def test_malformed_input_is_one_line_exit_2(capsys, tmp_path, argv, needle):
+    files = _files(tmp_path)
+    argv = [a.format(**files) for a in argv]
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 2, (out, err)
+    assert len(err.splitlines()) == 1 and err.startswith("slackswap: error: "), err
+    assert "Traceback" not in err and "__init__" not in err and ".py" not in err, err
+    assert not re.search(r"\b\w+\(\)", err), err          # no function names
+    assert needle in err, err
+
+
+def test_debug_flag_prints_the_traceback(capsys):
+    rc = main(["--debug", "plan", "--model", "tiny", "--param", "bogus=1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" in err and err.splitlines()[-1].startswith("slackswap: error: ")
+
+
+def test_outputs_are_checked_before_any_work(tmp_path, monkeypatch, capsys):
+    from slackswap import experiments
+
+    def boom(*a, **k):
+        raise AssertionError("a run started")
+
+    monkeypatch.setattr(experiments, "sweep", boom)
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('models = ["tiny"]\nbudgets = [0.9]\nplanners = ["chen-sqrt"]\n')
+    (tmp_path / "f").write_text("")
+    assert main(["sweep", str(cfg), "--out", str(tmp_path / "f" / "r.csv")]) == 2
+    assert "--out" in capsys.readouterr().err
+    with pytest.raises(Exception, match="out"):   # the API too: before any run
+        experiments.run_sweep_file(cfg, out=tmp_path / "f" / "r.csv")
+
+
+def test_compare_output_redirected_is_never_truncated(tmp_path):
+    """stdout a file (not a terminal), with and without a narrow COLUMNS: every cell whole."""
+    for columns in (None, "40"):
+        env = dict(ENV)
+        env.pop("COLUMNS", None)
+        if columns:
+            env["COLUMNS"] = columns
+        out = tmp_path / "out.txt"
+        with open(out, "w") as fh:
+            r = subprocess.run([sys.executable, "-m", "slackswap", "compare", "--model", "tiny", "--budget", "0.5",
+                                "--planners", "slack,checkpoint-layers,swap-all"], stdout=fh,
+                               stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, timeout=300)
+        text = out.read_text()
+        assert r.returncode == 0, r.stderr
+        assert "…" not in text and "..." not in text, text
+        assert "checkpoint-layers" in text and "INFEASIBLE" in text and "recompute" in text
+        assert re.search(r"│ slack +│ FEASIBLE +│ 0\.\d{4} │", text), text
+
+
+def _sweep_cmd(cfg, cache, workers):
+    return [sys.executable, "-m", "slackswap", "sweep", str(cfg), "--cache", str(cache),
+            "--workers", str(workers), "--out", str(cache.parent / f"rows{workers}.csv")]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sweep_interrupted_then_rerun_has_every_row_once(tmp_path, workers):
+    """SIGINT mid-sweep: one line naming the cache and the command, exit 130; the same command
+    again finishes with every run exactly once, the finished ones read from the cache."""
+    cfg = tmp_path / "s.toml"
+    budgets = [round(0.55 + 0.05 * i, 2) for i in range(9)]
+    cfg.write_text(f'models = ["tiny"]\nbudgets = {budgets}\nplanners = ["slack", "chen-sqrt"]\n')
+    cache = tmp_path / "cache"
+    p = subprocess.Popen(_sweep_cmd(cfg, cache, workers), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=ENV, cwd=ROOT)
+    t0 = time.monotonic()
+    while not (cache.exists() and any(cache.glob("*.json"))):   # at least one run is finished
+        if p.poll() is not None or time.monotonic() - t0 > 120:
+            break
+        time.sleep(0.02)
+    assert p.poll() is None, "the sweep ended before it could be interrupted"   # 18 runs take seconds
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert err.splitlines() == [err.strip()], err
+    assert "Traceback" not in err and str(cache) in err and "run the same command" in err, err
+    saved = len(list(cache.glob("*.json")))
+    r = subprocess.run(_sweep_cmd(cfg, cache, workers), capture_output=True, text=True, env=ENV, cwd=ROOT,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    df = pd.read_csv(tmp_path / f"rows{workers}.csv")
+    assert len(df) == 18 and not df.duplicated(["budget", "label"]).any()
+    assert sorted(df["budget"].unique().tolist()) == budgets
+    assert f"18 runs ({saved} from cache), 0 errors" in r.stdout
+
+
+@pytest.mark.parametrize("width", [20, 60, 200])
+def test_print_table_never_cuts_a_cell(width):
+    import io
+
+    from rich.console import Console
+
+    from slackswap._cliutil import print_table
+    from slackswap.cli import _table
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=width)
+    t = _table("a title longer than the narrowest console", ["planner", "ratio", "step"], {"ratio", "step"})
+    t.add_row("checkpoint-layers", "0.912345", "615.97 us")
+    print_table(console, t)
+    text = buf.getvalue()
+    assert "…" not in text and "..." not in text
+    assert "checkpoint-layers" in text and "0.912345" in text and "615.97 us" in text
+    assert "a title longer than the narrowest console" in text
