@@ -109,6 +109,12 @@ class MilpPlanner:
                 import cvxpy  # noqa: F401
             except ImportError:
                 raise SlackSwapError("milp solver 'cvxpy' needs cvxpy: pip install slackswap[cvxpy]") from None
+        if self.solver in ("scip", "cpsat"):
+            try:
+                import ortools  # noqa: F401
+            except ImportError:
+                raise SlackSwapError(f"milp solver {self.solver!r} needs ortools: "
+                                     "pip install slackswap[ortools]") from None
         wall = lambda: time.perf_counter() - t0  # noqa: E731
         limit = self.time_limit_s
         # the post-processing (fixed-integer LP, two simulations) gets 10% of the limit
@@ -177,7 +183,9 @@ class MilpPlanner:
             if rw.fits and (not r.fits or rw.step_time_s < r.step_time_s):
                 plan, r, obj = warm, rw, rw.step_time_s
                 msgs.append(f"incumbent: {src}'s plan")
-        status = Status.OPTIMAL if res.status == "optimal" else Status.TIME_LIMIT
+        status = {"optimal": Status.OPTIMAL, "feasible": Status.FEASIBLE}.get(res.status, Status.TIME_LIMIT)
+        if res.status == "feasible" and res.message:
+            msgs.append(res.message)
         if problem.costs.duplex_factor < 1:
             msgs.append(f"duplex_factor {problem.costs.duplex_factor} < 1: the MILP times H2D at the full-duplex "
                         "rate (a relaxation); objective = simulated time")
