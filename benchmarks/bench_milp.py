@@ -101,8 +101,9 @@ def exact(a) -> None:
     for name in a.models or ["tiny"]:
         for L in a.layers:
             p = Problem.build(name, a.hardware, a.budget, layers=L)
+            presolve = {"auto": "auto", "on": True, "off": False}[a.presolve]
             mp = planners.get("milp", time_limit_s=a.time_limit, threads=a.threads, solver=a.solver,
-                              max_exact_tensors=10**6)
+                              max_exact_tensors=10**6, presolve=presolve)
             t0 = time.perf_counter()
             built = mp.build(p)
             t_build = time.perf_counter() - t0
@@ -121,8 +122,9 @@ def sizes(a) -> None:
     nonzeros, build time, and whether the recompute trees had to be capped (narrowed)."""
     from slackswap.mip.formulation import build
 
-    print("| model | layers | budget | planning tensors | vars | constraints | binaries | nonzeros | build | narrowed |")
-    print("|---" * 10 + "|")
+    print("| model | layers | budget | planning tensors | tree nodes | vars | constraints | binaries | nonzeros | build "
+          "| narrowed |")
+    print("|---" * 11 + "|")
     for name in a.models or ["tiny", "gpt2"]:
         for L in a.layers:
             try:
@@ -133,7 +135,9 @@ def sizes(a) -> None:
             t0 = time.perf_counter()
             b = build(p)
             t = time.perf_counter() - t0
-            print(f"| {name} | {L} | {a.budget} | {len(p.planning_ids)} | {_fmt_size(b.model.size())} | {t:.2f} s | "
+            nodes = sum(nm.startswith("rerun[") for nm in b.model.names)
+            print(f"| {name} | {L} | {a.budget} | {len(p.planning_ids)} | {nodes:,} | {_fmt_size(b.model.size())} | "
+                  f"{t:.2f} s | "
                   f"{'; '.join(b.narrowed) or 'no'} |", flush=True)
 
 
@@ -148,6 +152,7 @@ def main(argv=None):
     ap.add_argument("--time-limit", type=float, default=20.0, help="exact mode: time_limit_s")
     ap.add_argument("--layers", type=int, nargs="*", default=[1, 2], help="exact mode: layer counts")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--presolve", choices=["auto", "on", "off"], default="auto", help="exact mode: HiGHS presolve")
     ap.add_argument("--solver", default="highs", help="exact mode: milp solver (highs, cbc, cvxpy, scip, cpsat)")
     a = ap.parse_args(argv)
     {"full": full, "layers": layers, "backends": backends, "exact": exact, "sizes": sizes}[a.mode](a)

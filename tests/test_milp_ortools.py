@@ -2,6 +2,10 @@
 force; CP-SAT, on its time grid, returns a plan without a proof."""
 
 import builtins
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from test_milp import CASES, _case
@@ -40,3 +44,21 @@ def test_missing_ortools_names_the_extra(monkeypatch):
     for solver in ("scip", "cpsat"):
         with pytest.raises(SlackSwapError, match=r"pip install slackswap\[ortools\]"):
             planners.get("milp", solver=solver).plan(p)
+
+
+def test_ctrl_c_after_a_cpsat_solve_still_raises_keyboard_interrupt():
+    """CP-SAT's own SIGINT handler outlived the solve and ended the process (exit 130) on the next
+    Ctrl-C; checked in a child process, which it would end."""
+    pytest.importorskip("ortools")
+    code = ("import os, signal, time\n"
+            "from test_milp import CASES, _case\n"
+            "from slackswap import planners\n"
+            "planners.get('milp', solver='cpsat').plan(_case(*CASES[2][1:]))\n"
+            "try:\n"
+            "    os.kill(os.getpid(), signal.SIGINT); time.sleep(5)\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted')\n")
+    here = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": f"{here}{os.pathsep}{here.parent}"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and "interrupted" in r.stdout, (r.returncode, r.stderr[-500:])

@@ -65,8 +65,11 @@ def solve_ortools(model, engine: str, *, time_limit_s=None, mip_rel_gap=1e-9, th
     if limit is not None:
         s.SetTimeLimit(max(1, int(limit * 1000)))
     if cpsat:
+        # catch_sigint_signal false: CP-SAT would otherwise install a SIGINT handler that outlives
+        # the solve and ends the process on Ctrl-C instead of raising KeyboardInterrupt
         s.SetSolverSpecificParametersAsString(
-            f"num_workers: {int(threads or 2)} random_seed: {int(seed)} relative_gap_limit: {float(mip_rel_gap)}")
+            f"num_workers: {int(threads or 2)} random_seed: {int(seed)} relative_gap_limit: {float(mip_rel_gap)} "
+            "catch_sigint_signal: false")
     else:
         s.SetSolverSpecificParametersAsString(
             f"numerics/feastol = 1e-9\nrandomization/randomseedshift = {int(seed)}\nlimits/gap = {float(mip_rel_gap)}")
