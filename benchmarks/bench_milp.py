@@ -3,7 +3,8 @@
     python benchmarks/bench_milp.py full                 # the three published instances at 0.5
     python benchmarks/bench_milp.py layers               # bert-large / gpt2-xl at several depths
     python benchmarks/bench_milp.py backends             # the aggregated MILP on HiGHS, CBC, cvxpy
-    python benchmarks/bench_milp.py exact tiny --layers 1 2 --time-limit 20
+    python benchmarks/bench_milp.py exact tiny --layers 1 2 --time-limit 20 [--solver scip]
+    python benchmarks/bench_milp.py sizes tiny gpt2 --layers 1 2 3 4 --budget 0.95
 
 ``full`` / ``layers``: the ``milp`` planner above ``max_exact_tensors`` (docs/milp.md section 7):
 wall time, incumbent, certified bound, proven gap and the aggregated model's size, once with the
@@ -94,13 +95,15 @@ def backends(a) -> None:
 
 
 def exact(a) -> None:
-    print("| model | layers | budget | planning tensors | vars | constraints | binaries | nonzeros | build "
+    print("| model | layers | budget | solver | planning tensors | vars | constraints | binaries | nonzeros | build "
           "| plan() wall | status | objective | certified bound | proven gap | slack |")
-    print("|---" * 15 + "|")
+    print("|---" * 16 + "|")
     for name in a.models or ["tiny"]:
         for L in a.layers:
             p = Problem.build(name, a.hardware, a.budget, layers=L)
-            mp = planners.get("milp", time_limit_s=a.time_limit, threads=a.threads)
+            presolve = {"auto": "auto", "on": True, "off": False}[a.presolve]
+            mp = planners.get("milp", time_limit_s=a.time_limit, threads=a.threads, solver=a.solver,
+                              max_exact_tensors=10**6, presolve=presolve)
             t0 = time.perf_counter()
             built = mp.build(p)
             t_build = time.perf_counter() - t0
@@ -109,14 +112,38 @@ def exact(a) -> None:
             wall = time.perf_counter() - t0
             i = plan.info
             slack = simulate(p, planners.get("slack").plan(p), detail=False).step_time_s
-            print(f"| {name} | {L} | {a.budget} | {len(p.planning_ids)} | {_fmt_size(built.model.size())} | "
+            print(f"| {name} | {L} | {a.budget} | {a.solver} | {len(p.planning_ids)} | {_fmt_size(built.model.size())} | "
                   f"{t_build:.2f} s | {wall:.1f} s | {i.status.value} | {i.objective * 1e6:.2f} us | "
                   f"{i.lower_bound * 1e6:.2f} us | {100 * i.gap:.2f}% | {slack * 1e6:.2f} us |", flush=True)
 
 
+def sizes(a) -> None:
+    """The exact formulation's size per model and depth (no solve): columns, rows, binaries,
+    nonzeros, build time, and whether the recompute trees had to be capped (narrowed)."""
+    from slackswap.mip.formulation import build
+
+    print("| model | layers | budget | planning tensors | tree nodes | vars | constraints | binaries | nonzeros | build "
+          "| narrowed |")
+    print("|---" * 11 + "|")
+    for name in a.models or ["tiny", "gpt2"]:
+        for L in a.layers:
+            try:
+                p = Problem.build(name, a.hardware, a.budget, layers=L)
+            except BudgetError as e:
+                print(f"| {name} | {L} | {a.budget} | - | {e} |")
+                continue
+            t0 = time.perf_counter()
+            b = build(p)
+            t = time.perf_counter() - t0
+            nodes = sum(nm.startswith("rerun[") for nm in b.model.names)
+            print(f"| {name} | {L} | {a.budget} | {len(p.planning_ids)} | {nodes:,} | {_fmt_size(b.model.size())} | "
+                  f"{t:.2f} s | "
+                  f"{'; '.join(b.narrowed) or 'no'} |", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=["full", "layers", "backends", "exact"])
+    ap.add_argument("mode", choices=["full", "layers", "backends", "exact", "sizes"])
     ap.add_argument("models", nargs="*")
     ap.add_argument("--hardware", default="a100-80gb")
     ap.add_argument("--budget", type=float, default=0.5)
@@ -125,8 +152,10 @@ def main(argv=None):
     ap.add_argument("--time-limit", type=float, default=20.0, help="exact mode: time_limit_s")
     ap.add_argument("--layers", type=int, nargs="*", default=[1, 2], help="exact mode: layer counts")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--presolve", choices=["auto", "on", "off"], default="auto", help="exact mode: HiGHS presolve")
+    ap.add_argument("--solver", default="highs", help="exact mode: milp solver (highs, cbc, cvxpy, scip, cpsat)")
     a = ap.parse_args(argv)
-    {"full": full, "layers": layers, "backends": backends, "exact": exact}[a.mode](a)
+    {"full": full, "layers": layers, "backends": backends, "exact": exact, "sizes": sizes}[a.mode](a)
 
 
 if __name__ == "__main__":

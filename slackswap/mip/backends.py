@@ -2,10 +2,11 @@
 
 * ``"highs"``: highspy (HiGHS branch-and-cut), with the solver's dual bound and gap;
 * ``"cbc"``: pulp's bundled CBC (``PULP_CBC_CMD``); pulp reports no dual bound;
-* ``"cvxpy"``: cvxpy with its HIGHS MILP solver (SCIPY as fallback); imported lazily.
+* ``"cvxpy"``: cvxpy with its HIGHS MILP solver (SCIPY as fallback); imported lazily;
+* ``"scip"``, ``"cpsat"``: OR-Tools' SCIP and CP-SAT (``ortools_backend.py``); imported lazily.
 
 Every backend returns a ``Result``: ``status`` in {"optimal", "time_limit", "infeasible",
-"error"}, the column values ``x`` (None when no solution), ``objective`` and ``bound``. HiGHS
+"error", "feasible" (a plan without proof: CP-SAT's time grid)}, the column values ``x`` (None when no solution), ``objective`` and ``bound``. HiGHS
 MIP solves with a time limit run in a child process that is stopped at the limit (``solve_highs``).
 """
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from ..errors import SlackSwapError
 
-BACKENDS = ("highs", "cbc", "cvxpy")
+BACKENDS = ("highs", "cbc", "cvxpy", "scip", "cpsat")
 
 
 @dataclass
@@ -328,4 +329,9 @@ def solve(model, solver: str, **kw) -> Result:
     if solver == "cvxpy":
         kw.pop("write", None)
         return solve_cvxpy(model, **kw)
+    if solver in ("scip", "cpsat"):
+        from .ortools_backend import solve_ortools
+
+        kw.pop("write", None)
+        return solve_ortools(model, solver, **kw)
     raise SlackSwapError(f"milp solver: must be one of {', '.join(BACKENDS)}; got {solver!r}")

@@ -10,10 +10,12 @@ only applies under some decisions); minimising the optimizer's end makes them ti
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from dataclasses import dataclass, field
 
-from .model import Model
+from .model import Model, prefix
 
 
 class BuildTimeout(Exception):
@@ -85,19 +87,28 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
     clock = [0]
     pruned: list[tuple[int, int, int]] = []   # (parent node, tensor, stage): not expanded (cap)
 
-    def visit(t, parent, stage, budget_left):
-        if rtype(t) is None:
-            return
+    def groups(ts, seen):
+        """Consecutive recompute-type tensors of one producer, in the order ``need()`` visits them,
+        leaving out those ``need()`` has surely visited before in this stage (``seen``: they are
+        resident by then and add no step): the first of a group that needs its producer re-runs
+        it and the others are then resident, so a group is one node (section 1)."""
+        ts = [t for t in dict.fromkeys(ts) if rtype(t) is not None and t not in seen]
+        return [list(grp) for _, grp in itertools.groupby(ts, key=lambda t: T[t].producer)]
+
+    def visit(ts, parent, stage, budget_left, seen):
         if budget_left[0] <= 0:
-            pruned.append((parent, t, stage))
+            pruned.extend((parent, t, stage) for t in ts)
             return
         budget_left[0] -= 1
         v = len(nodes)
-        nd = {"t": t, "op": T[t].producer, "parent": parent, "stage": stage, "enter": clock[0]}
+        nd = {"ts": ts, "op": T[ts[0]].producer, "parent": parent, "stage": stage, "enter": clock[0],
+              "first": len(steps)}
         clock[0] += 1
         nodes.append(nd)
-        for x in dict.fromkeys(ops[nd["op"]].inputs):
-            visit(x, v, stage, budget_left)
+        seen = set(seen)     # visited whenever this node is: its ancestors' earlier children, ...
+        for grp in groups(ops[nd["op"]].inputs, seen):
+            visit(grp, v, stage, budget_left, seen)
+            seen.update(grp)     # ... and its own earlier children
         nd["exit"] = clock[0]
         clock[0] += 1
         nd["pos"] = len(steps)
@@ -107,8 +118,10 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
     for j in range(n - 1, -1, -1):
         tick()
         left = [max_tree_nodes]
-        for t in dict.fromkeys(ops[j].saves):
-            visit(t, None, j, left)
+        seen: set[int] = set()
+        for grp in groups(ops[j].saves, seen):
+            visit(grp, None, j, left, seen)
+            seen.update(grp)
         bwd_pos[j] = len(steps)
         steps.append(("bwd", j, j, -1))
     opt_pos = len(steps)
@@ -121,10 +134,17 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
     by_op: dict[int, list[int]] = {}
     for v, nd in enumerate(nodes):
         by_op.setdefault(nd["op"], []).append(v)
+    for us in by_op.values():
+        us.sort(key=lambda u: nodes[u]["pos"])
 
-    def done_before(op, stage, enter):
-        return [(1.0, x[u]) for u in by_op.get(op, ())
-                if nodes[u]["stage"] > stage or (nodes[u]["stage"] == stage and nodes[u]["exit"] < enter)]
+    # done(v): re-runs of v's op finished before v is entered = the nodes of that op at positions
+    # before v's subtree (post-order), a prefix of the op's nodes by position: one running-sum
+    # column instead of the whole list (section 3, "prefix sums")
+    op_pos = {op: [nodes[u]["pos"] for u in us] for op, us in by_op.items()}
+    done_col = {op: prefix(m, f"done[{op}]", [x[u] for u in us]) for op, us in by_op.items()}
+
+    def done_upto(op, pos):     # sum of rerun[u], u of op at a position < pos, as terms
+        return done_col[op](bisect.bisect_left(op_pos[op], pos)) if op in by_op else []
 
     def rt_terms(t, coef):
         r = rtype(t)
@@ -132,20 +152,23 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
 
     tick()
     for v, nd in enumerate(nodes):
-        t, q = nd["t"], nd["parent"]
-        done = done_before(nd["op"], nd["stage"], nd["enter"])
-        rterm, rconst = rt_terms(t, -1.0)
+        q = nd["parent"]
+        done = done_upto(nd["op"], nd["first"])
         if q is not None:
             m.add_le(f"tree[{v}]", [(1.0, x[v]), (-1.0, x[q])], 0.0)
-        if rterm:
-            m.add_le(f"rerun_if_rec[{v}]", [(1.0, x[v]), (-1.0, rterm[0][1])], 0.0)
+        always = any(rtype(t) == "one" for t in nd["ts"])
+        if not always:     # re-run only if some tensor of the group is RECOMPUTE
+            m.add_le(f"rerun_if_rec[{v}]", [(1.0, x[v])] + [(-1.0, rtype(t)) for t in nd["ts"]], 0.0)
         m.add_le(f"once[{v}]", [(1.0, x[v])] + done, 1.0)
-        # cascade: x[v] >= x[parent] + rt[t] - done_before - 1 (parent = 1 at the root)
+        # cascade: x[v] >= x[parent] + rt[t] - done_before - 1 (parent = 1 at the root), every t
         par = [(-1.0, x[q])] if q is not None else []
-        rhs = -1.0 + (0.0 if q is not None else 1.0) + (1.0 if rconst else 0.0)
-        m.add_ge(f"cascade[{v}]", [(1.0, x[v])] + par + rterm + done, rhs)
+        for t in ([nd["ts"][0]] if always else nd["ts"]):
+            rterm, rconst = rt_terms(t, -1.0) if not always else ([], -1.0)
+            rhs = -1.0 + (0.0 if q is not None else 1.0) + (1.0 if rconst else 0.0)
+            m.add_ge(f"cascade[{v},{t}]", [(1.0, x[v])] + par + rterm + done, rhs)
     for (q, t, stage) in pruned:   # narrowing: a capped subtree must never be needed
-        done = [(-1.0, x[u]) for u in by_op.get(T[t].producer, ()) if nodes[u]["stage"] > stage]
+        stage_first = n if stage == n - 1 else bwd_pos[stage + 1] + 1     # earlier stages lie before it
+        done = [(-cf, col) for cf, col in done_upto(T[t].producer, stage_first)]
         rterm, rconst = rt_terms(t, 1.0)
         par = [(1.0, x[q])] if q is not None else []
         m.add_le(f"capped[{q},{t}]", par + rterm + done, (1.0 if q is not None else 0.0) - rconst)
@@ -182,7 +205,9 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
         m.add_ge(f"d2h_after_producer[{t}]", [(1.0, ds)] + et, -ec)
         if prev is not None and d2h_fifo:
             m.add_ge(f"d2h_fifo[{t}]", [(1.0, ds), (-1.0, d2h_end[prev])], 0.0)
-        m.add_eq(f"d2h_dur[{t}]", [(1.0, d2h_end[t]), (-1.0, ds), (-c.d2h_s[t] / tau, swap[t])], 0.0)
+        # >=, not =: an end only delays what follows it, so the optimum makes it tight (and a
+        # solver with times on a grid, CP-SAT, may round it up)
+        m.add_ge(f"d2h_dur[{t}]", [(1.0, d2h_end[t]), (-1.0, ds), (-c.d2h_s[t] / tau, swap[t])], 0.0)
         prev = t
 
     # ---- use events per tensor: (position, activity column or None) ----
@@ -204,7 +229,8 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
         if k in ("rec", "bwd"):
             stage_steps.setdefault(st, []).append(s)
     first_act: dict[int, int | None] = {}
-    for ss in stage_steps.values():
+    for st, ss in stage_steps.items():
+        before = prefix(m, f"stage_active[{st}]", [act[p] for p in ss if act[p] is not None])
         for i, s in enumerate(ss):
             if i == 0 and act[s] is None:
                 first_act[s] = None
@@ -212,9 +238,24 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
             if all(act[p] is None for p in ss[:i]) and i:
                 continue   # an always-active step precedes: never first
             fa = m.var(f"first_in_stage[{s}]", 0.0, 1.0)
-            row = [(1.0, fa)] + ([(-1.0, act[s])] if act[s] is not None else []) + [(1.0, act[p]) for p in ss[:i]]
+            row = [(1.0, fa)] + ([(-1.0, act[s])] if act[s] is not None else []) \
+                + before(sum(act[p] is not None for p in ss[:i]))
             m.add_ge(f"first_in_stage[{s}]", row, 0.0 if act[s] is not None else 1.0)
             first_act[s] = fa
+
+    starts: dict[int, int] = {}
+
+    def stage_start(k):
+        """Column >= the ready time of the first active step of stage k (its value at the optimum),
+        shared by every tensor issued at k instead of one row per (tensor, step)."""
+        if k not in starts:
+            starts[k] = m.var(f"stage_start[{k}]")
+            for s in stage_steps[k]:
+                if s in first_act:
+                    fa = first_act[s]
+                    row = [(1.0, starts[k]), (-1.0, ready[s])] + ([(-Mt, fa)] if fa is not None else [])
+                    m.add_ge(f"stage_start[{k},{s}]", row, -Mt if fa is not None else 0.0)
+        return starts[k]
 
     # ---- H2D: issue points, FIFO in first-use order, waits ----
     issue: dict[tuple[int, int], int] = {}
@@ -237,7 +278,7 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
         m.add_eq(f"one_issue[{t}]", [(1.0, v) for v in cols.values()] + [(-1.0, swap[t])], 0.0)
         hs, he = m.var(f"h2d_start[{t}]"), m.var(f"h2d_end[{t}]")
         h2d_start[t], h2d_end[t] = hs, he
-        m.add_eq(f"h2d_dur[{t}]", [(1.0, he), (-1.0, hs), (-c.h2d_s[t] / tau, swap[t])], 0.0)
+        m.add_ge(f"h2d_dur[{t}]", [(1.0, he), (-1.0, hs), (-c.h2d_s[t] / tau, swap[t])], 0.0)
         m.add_ge(f"h2d_after_d2h[{t}]", [(1.0, hs), (-1.0, d2h_end[t]), (-Mt, swap[t])], -Mt)
         for pos, a in uses.get(t, ()):
             st = steps[pos][2]
@@ -246,12 +287,7 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
             row = [(1.0, start[pos]), (-1.0, he), (-Mt, swap[t])] + ([(-Mt, a)] if a is not None else [])
             m.add_ge(f"wait_h2d[{t},{pos}]", row, -Mt * (2.0 if a is not None else 1.0))
         for k, col in cols.items():
-            for s in stage_steps[k]:
-                if s not in first_act:
-                    continue
-                fa = first_act[s]
-                row = [(1.0, hs), (-1.0, ready[s]), (-Mt, col)] + ([(-Mt, fa)] if fa is not None else [])
-                m.add_ge(f"h2d_after_issue[{t},{s}]", row, -Mt * (2.0 if fa is not None else 1.0))
+            m.add_ge(f"h2d_after_issue[{t},{k}]", [(1.0, hs), (-1.0, stage_start(k)), (-Mt, col)], -Mt)
         p0 = bwd_pos[lo]
         cand = sorted({pos for pos, a in uses.get(t, ()) if a is not None and pos < p0})
         if not cand:
@@ -259,11 +295,12 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
             continue
         acts = {pos: a for pos, a in uses[t] if a is not None and pos < p0}
         fu = {}
+        earlier = prefix(m, f"used_before[{t}]", [acts[q] for q in cand])
         for i, pos in enumerate(cand + [p0]):
             fu[pos] = m.var(f"first_use[{t},{pos}]", binary=True)
             if pos != p0:
                 m.add_le(f"first_use_active[{t},{pos}]", [(1.0, fu[pos]), (-1.0, acts[pos])], 0.0)
-            row = [(1.0, fu[pos])] + ([(-1.0, acts[pos])] if pos != p0 else []) + [(1.0, acts[q]) for q in cand[:i]]
+            row = [(1.0, fu[pos])] + ([(-1.0, acts[pos])] if pos != p0 else []) + earlier(i)
             m.add_ge(f"first_use_min[{t},{pos}]", row, 0.0 if pos != p0 else 1.0)
         m.add_eq(f"one_first_use[{t}]", [(1.0, v) for v in fu.values()], 1.0)
         fpos[t] = ([(qkey(pos, t), v) for pos, v in fu.items()], 0.0, qkey(cand[0], t), qkey(p0, t))

@@ -14,6 +14,7 @@ is minimised.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable
 
@@ -123,6 +124,29 @@ class Model:
         solve_cbc(self, time_limit_s="write-only", write=path)
 
 
+def prefix(m: Model, name: str, cols: list[int]):
+    """Running sums of ``cols`` (docs/milp.md section 3, "prefix sums"): returns ``terms(c)``, the
+    sum of ``cols[:c]`` as a list of ``(1.0, column)`` terms: nothing for 0, the column itself for
+    1, else a continuous column ``name[c]`` defined by ``name[c] = name[c-1] + cols[c-1]``
+    (created on first use). A row that needs the sum of many earlier columns then has one term
+    instead of ``c``; the columns are equalities, so the feasible set is the same."""
+    made: list[int] = []      # made[i]: column of the sum of cols[:i + 2]
+
+    def terms(c: int) -> list[tuple[float, int]]:
+        if c <= 0:
+            return []
+        if c == 1:
+            return [(1.0, cols[0])]
+        while len(made) < c - 1:
+            i = len(made) + 2                      # the sum of cols[:i]
+            col = m.var(f"{name}[{i}]")
+            prev = [(-1.0, made[-1])] if made else [(-1.0, cols[0])]
+            m.add_eq(f"{name}[{i}]", [(1.0, col)] + prev + [(-1.0, cols[i - 1])], 0.0)
+            made.append(col)
+        return [(1.0, made[c - 2])]
+    return terms
+
+
 # ---- memory rows of the formulation (timeline.md 4): accounted memory of every potential step <= budget ----
 
 
@@ -161,6 +185,11 @@ def _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emit
     S = len(steps)
     const = [0.0] * S
     terms: list[list[tuple[float, int]]] = [[] for _ in range(S)]
+    most: list[dict] = [{} for _ in range(S)]   # step -> tensor (None: workspaces) -> largest bytes counted
+
+    def add(s, coef, col, t=None):
+        terms[s].append((coef, col))
+        most[s][t] = most[s].get(t, 0.0) + max(coef, 0.0)
     inputs = sum(t.bytes for t in T if t.producer is None)
     for s in range(S):
         const[s] += inputs
@@ -184,9 +213,9 @@ def _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emit
     for v, nd in enumerate(nodes):
         ws = ops[nd["op"]].workspace_bytes
         if ws:
-            terms[nd["pos"]].append((ws / B, x[v]))
+            add(nd["pos"], ws / B, x[v])
 
-    waits: list[list[tuple[float, int]]] = [[] for _ in range(S)]
+    pending: list[list[int]] = [[] for _ in range(S)]   # swapped sources counted at each step
     for t in keep:
         tick()
         b = T[t].bytes / B
@@ -194,7 +223,7 @@ def _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emit
             continue
         pl = bwd_pos[min(g.saved_by[t])]
         for s in range(last_fwd[t] + 1, pl + 1):
-            terms[s].append((b, keep[t]))
+            add(s, b, keep[t], t)
         late = [(p, a) for p, a in uses.get(t, ()) if p > pl]
         if late:
             hi = max(p for p, _ in late)
@@ -204,27 +233,28 @@ def _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emit
                     continue
                 ke = m.var(f"kept[{t},{s}]", 0.0, 1.0)
                 m.add_ge(f"kept[{t},{s}]", [(1.0, ke), (-1.0, keep[t]), (-1.0, L[s])], -1.0)
-                terms[s].append((b, ke))
+                add(s, b, ke, t)
         if t in swap:
             lo_issue = max(g.saved_by[t])
+            # issued at a stage >= k: a running sum over the issue columns from stage n-1 down
+            issued = prefix(m, f"issued_from[{t}]", [issue[(t, k)] for k in range(n - 1, lo_issue - 1, -1)])
             for s in range(n, pl + 1):
-                st = steps[s][2]
-                for k in range(max(st, lo_issue), n):
-                    terms[s].append((b, issue[(t, k)]))
+                k = max(steps[s][2], lo_issue)
+                for cf, col in [(1.0, swap[t])] if k == lo_issue else issued(n - k):
+                    add(s, b * cf, col, t)
             if late:
                 for s in range(pl + 1, hi + 1):
                     if L[s] is None:
                         continue
                     he = m.var(f"fetched[{t},{s}]", 0.0, 1.0)
                     m.add_ge(f"fetched[{t},{s}]", [(1.0, he), (-1.0, swap[t]), (-1.0, L[s])], -1.0)
-                    terms[s].append((b, he))
-            for s in range(last_fwd[t] + 1, S):   # pending source: counted unless waited for
-                const_b = b
-                w = m.var(f"wait[{t},{s}]", binary=True)
-                m.add_le(f"wait_if_swapped[{t},{s}]", [(1.0, w), (-1.0, swap[t])], 0.0)
-                m.add_ge(f"stall[{t},{s}]", [(1.0, ready[s]), (-1.0, d2h_end[t]), (-Mt, w)], -Mt)
-                terms[s].append((const_b, swap[t]))
-                waits[s].append((-const_b, w))
+                    add(s, b, he, t)
+            # pending source: counted unless waited for (below); after the backward step that first
+            # uses t its copy has ended (that step waits for the H2D copy, which starts after the
+            # D2H copy): not counted there (section 3, "pending sources")
+            for s in range(last_fwd[t] + 1, bwd_pos[max(g.saved_by[t])] + 1):
+                add(s, b, swap[t], t)
+                pending[s].append(t)
     # regenerated tensors (re-run outputs that are RECOMPUTE or unsaved)
     for y, em in emits.items():
         tick()
@@ -235,8 +265,11 @@ def _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emit
         ev = list(uses.get(y, ())) + [(p, a) for p, a in em]
         lo, hi = min(p for p, _ in em), max(p for p, _ in ev)
         L = _suffix_or(m, f"regen_used[{y}]", ev, lo, hi)
+        em = sorted(em)
+        em_pos = [p for p, _ in em]
+        em_sum = prefix(m, f"emitted[{y}]", [a for _, a in em])    # re-runs of y's producer so far
         for s in range(lo, hi + 1):
-            emitted = [(-1.0, a) for p, a in em if p <= s]
+            emitted = [(-cf, col) for cf, col in em_sum(bisect.bisect_right(em_pos, s))]
             if not emitted or L[s] is None:
                 continue
             rg = m.var(f"regen[{y},{s}]", 0.0, 1.0)
@@ -249,11 +282,24 @@ def _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emit
                 row.append((-1.0, L[s]))
                 rhs -= 1.0
             m.add_ge(f"regen[{y},{s}]", row, rhs)
-            terms[s].append((b, rg))
+            add(s, b, rg, y)
     big = sum(t.bytes for t in T) * 3 / B + sum(op.workspace_bytes for op in ops) / B + 1.0
     for s in range(S):
-        row = terms[s] + waits[s]
         cst = const[s] / B
+        # the most step s can hold, at the tightest values of the helper columns (which only appear
+        # here with positive coefficients): each tensor twice at most (a pending D2H source and its
+        # H2D destination), workspaces as counted. A row that holds even then is left out, with its
+        # wait columns (docs/milp.md section 3, "memory rows that cannot bind").
+        top = cst + sum(v if t is None else min(v, 2 * T[t].bytes / B) for t, v in most[s].items())
+        if top <= 1.0:
+            continue
+        row = list(terms[s])
+        for t in pending[s]:
+            b = T[t].bytes / B
+            w = m.var(f"wait[{t},{s}]", binary=True)
+            m.add_le(f"wait_if_swapped[{t},{s}]", [(1.0, w), (-1.0, swap[t])], 0.0)
+            m.add_ge(f"stall[{t},{s}]", [(1.0, ready[s]), (-1.0, d2h_end[t]), (-Mt, w)], -Mt)
+            row.append((-b, w))
         if act[s] is not None:
             row = row + [(big, act[s])]
             m.add_le(f"mem[{s}]", row, 1.0 - cst + big)
