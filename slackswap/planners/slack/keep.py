@@ -1,4 +1,4 @@
-"""Reverse ("keep") greedy of the SlackSwap planner (``slack.py``, step 3b). Private.
+"""Reverse ("keep") greedy of the SlackSwap planner (``planner.py``, step 3b). Private.
 
 The recompute pass of the paper adds recomputes cheapest-first until enough bytes are evicted.
 When most of the activations must go (low budgets), the decision that matters is the small set

@@ -1,5 +1,5 @@
 """Candidates from the baselines and the neighbourhood search of the SlackSwap planner
-(``slack.py``, steps 5 to 7). Private: the public API is ``SlackPlanner``.
+(``planner.py``, steps 5 to 7). Private: the public API is ``SlackPlanner``.
 
 Why (measured against the brute-force optimum, docs/planners.md, section "slack"): the greedy
 passes only ever *add* evictions. On small graphs the evict-more loop overshoots (its chunks
