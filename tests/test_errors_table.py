@@ -263,7 +263,7 @@ ROWS = [
     ("planner", ("milp", {"time_limit_s": math.inf}), ParameterError, "milp: time_limit_s: expected a finite number"),
     ("planner", ("milp", {"time_limit_s": True}), ParameterError, "milp: time_limit_s: expected a number"),
     ("planner", ("milp", {"mip_rel_gap": 1}), ParameterError, "milp: mip_rel_gap: must be < 1; got 1"),
-    ("planner", ("milp", {"solver": "gurobi"}), ParameterError, "milp: solver: must be one of 'highs', 'cbc' or 'cvxpy'"),
+    ("planner", ("milp", {"solver": "gurobi"}), ParameterError, "milp: solver: must be one of 'highs', 'cbc', 'cvxpy', 'scip' or 'cpsat'"),
     ("planner", ("milp", {"presolve": 1}), ParameterError, "milp: presolve: must be True, False or 'auto'; got 1"),
     ("planner", ("milp", {"threads": 0}), ParameterError, "milp: threads: must be >= 1; got 0"),
     ("planner", ("milp", {"bogus": 1}), ParameterError, "milp: bogus: unknown parameter; allowed: solver"),
