@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ._paths import user_path
+from ._paths import read_document, user_path
 from .errors import PlanError
 from .schema import parse
 
@@ -139,15 +139,7 @@ class Plan:
 
     @classmethod
     def load(cls, path) -> Plan:
-        p = user_path(path)
-        if not p.exists():
-            raise PlanError(f"plan file: {p} does not exist")
-        try:
-            d = json.loads(p.read_text())
-        except json.JSONDecodeError as e:
-            raise PlanError(f"{p.name}: not valid JSON ({e.msg} at line {e.lineno})") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise PlanError(f"{p.name}: cannot read {p}: {e}") from None
+        p, d = read_document(path, "json", "plan file", PlanError)
         return cls.from_dict(d, p.name)
 
 

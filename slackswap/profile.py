@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 
-from ._paths import user_path
+from ._paths import read_document, user_path
 from .costs import CostModel, optimizer_seconds, transfer_seconds
 from .errors import ConfigError
 from .graph import Graph, Op, Tensor
@@ -195,12 +195,7 @@ def read(path) -> Profile:
         raise ConfigError(f"profile: no such file {str(path)!r}")
     if path.suffix.lower() == ".csv":
         return _from_csv(path)
-    try:
-        doc = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path.name}: not valid JSON: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path.name}: cannot read {path}: {exc}") from None
+    path, doc = read_document(path, "json", "profile", ConfigError)
     return from_dict(doc, source=path.name)
 
 

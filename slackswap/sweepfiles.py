@@ -11,14 +11,9 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from ._paths import user_path
+from ._paths import read_document, user_path
 from .errors import ConfigError, SlackSwapError
 from .schema import PosFloat, PosInt, Schema, parse
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 __all__ = ["SWEEP_KEYS", "load_sweep", "run_sweep_file", "sweep_from_dict", "sweeps_dir"]
 
@@ -106,15 +101,7 @@ def load_sweep(path, max_runs: int | None = None) -> dict:
     ``description`` and ``by`` (the ablation column). Unknown keys raise ``ConfigError``.
     ``budgets`` is a list or a table ``{start, stop, step}`` (stop included; more than
     ``max_runs`` budgets are refused before the list is made)."""
-    p = user_path(path)
-    if not p.is_file():
-        raise ConfigError(f"sweep file: {p} does not exist")
-    try:
-        doc = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{p.name}: not valid TOML ({e})") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{p.name}: cannot read {p}: {e}") from None
+    p, doc = read_document(path, "toml", "sweep file", ConfigError)
     return sweep_from_dict(doc, p.name, p.stem, max_runs)
 
 
