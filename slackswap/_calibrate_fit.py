@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._paths import user_path
 from .errors import ConfigError
 
 
@@ -90,18 +91,7 @@ class Calibration:
         ``data/hardware/`` unless ``allow_presets``, and to replace a file unless ``overwrite``."""
         from . import hardware as hw_mod
 
-        path = Path(path)
-        if path.suffix != ".toml":
-            raise ConfigError(f"calibrate.out: a hardware file must end in .toml, got {str(path)!r}")
-        presets = hw_mod.hardware_dir().resolve()
-        into = path.resolve().parent in (presets, presets / "links")
-        if into and path.exists():
-            raise ConfigError(f"calibrate.out: {path} is a preset; a calibration never overwrites a preset")
-        if into and not allow_presets:
-            raise ConfigError(f"calibrate.out: refusing to write into {presets} (the presets) unless asked "
-                              "explicitly (allow_presets=True, CLI --into-presets)")
-        if path.exists() and not overwrite:
-            raise ConfigError(f"calibrate.out: {path} exists; pass overwrite=True (CLI --force) to replace it")
+        path = check_hardware_out(path, allow_presets, overwrite)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.to_toml(path.stem))
         hw_mod.load(str(path))   # it must load back
@@ -238,3 +228,24 @@ def fit(ev, params, box, grid, profile, max_evals, tol) -> Calibration:
     return Calibration(tuple(params), fitted, preset, dict(box), rows, rms, ident,
                        pd.DataFrame(prof_rows, columns=["parameter", "value", "unit", "rms"]), cond,
                        ev.sims, str(res.message), apply(ev.hw, fitted), ev.hw, tol)
+
+
+def check_hardware_out(path, allow_presets: bool = False, overwrite: bool = False) -> Path:
+    """The path a calibrated hardware file may be written to (``~`` expanded), else ``ConfigError``:
+    it must end in ``.toml``, is never a preset, lies in ``data/hardware/`` only with
+    ``allow_presets`` and replaces an existing file only with ``overwrite``."""
+    from . import hardware as hw_mod
+
+    path = user_path(path)
+    if path.suffix != ".toml":
+        raise ConfigError(f"calibrate.out: a hardware file must end in .toml, got {str(path)!r}")
+    presets = hw_mod.hardware_dir().resolve()
+    into = path.resolve().parent in (presets, presets / "links")
+    if into and path.exists():
+        raise ConfigError(f"calibrate.out: {path} is a preset; a calibration never overwrites a preset")
+    if into and not allow_presets:
+        raise ConfigError(f"calibrate.out: refusing to write into {presets} (the presets) unless asked "
+                          "explicitly (allow_presets=True, CLI --into-presets)")
+    if path.exists() and not overwrite:
+        raise ConfigError(f"calibrate.out: {path} exists; pass overwrite=True (CLI --force) to replace it")
+    return path

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
 
+from .plan import Status
 from .schema import NonNegFloat, NonNegInt, Schema
 
 
@@ -22,7 +23,7 @@ def _lower(value):
 
 TensorId = Annotated[NonNegInt, BeforeValidator(_tensor_id)]
 DecisionText = Annotated[Literal["keep", "swap", "recompute"], BeforeValidator(_lower)]
-StatusText = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "NO_PLAN_FOUND", "TIME_LIMIT", "ERROR"]
+StatusText = Literal[tuple(s.value for s in Status)]   # the values of plan.Status, one list
 
 
 class InfoFile(Schema):

@@ -210,7 +210,7 @@ def simulated_targets(rows, hardware, planner_params=None) -> list[Target]:
     return [replace(t, value=float(v)) for t, v in zip(rows, values, strict=True)]
 
 
-from ._calibrate_fit import Calibration, fit  # noqa: E402  (the search itself)
+from ._calibrate_fit import Calibration, check_hardware_out, fit  # noqa: E402  (the search itself)
 
 
 def calibrate(targets=None, params=("compute_scale", "bandwidth"), hardware="a100-80gb", planner: str = "slack",
@@ -260,4 +260,4 @@ def calibrate(targets=None, params=("compute_scale", "bandwidth"), hardware="a10
 
 
 __all__ = ["PARAMETERS", "Calibration", "Parameter", "Target", "apply", "bounds_for", "calibrate",
-           "read_targets", "simulated_targets"]
+           "check_hardware_out", "read_targets", "simulated_targets"]

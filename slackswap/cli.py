@@ -310,9 +310,10 @@ def _df_table(title: str, df, floatfmt: str = ".4f"):
 
 def _check_outputs(args, out_dir: bool = False) -> None:
     """Every output option of ``args`` can be written: checked before any work starts."""
-    for opt in ("out", "trace", "cache"):
+    for opt in ("out", "trace", "cache", "csv", "profile_out"):
         if getattr(args, opt, None):
-            check_output(getattr(args, opt), f"--{opt}", directory=opt == "cache" or (opt == "out" and out_dir))
+            check_output(getattr(args, opt), "--" + opt.replace("_", "-"),
+                         directory=opt == "cache" or (opt == "out" and out_dir))
     if getattr(args, "figure", None):
         check_figure(args.figure)
 

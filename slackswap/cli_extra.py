@@ -8,7 +8,18 @@ from __future__ import annotations
 
 import argparse
 
-from .cli import _budget_value, _df_table, _param, _positive_int, _problem, _problem_args, command
+from ._cliutil import print_table
+from ._paths import user_path
+from .cli import (
+    _budget_value,
+    _check_outputs,
+    _df_table,
+    _param,
+    _positive_int,
+    _problem,
+    _problem_args,
+    command,
+)
 from .errors import SlackSwapError
 
 
@@ -37,6 +48,17 @@ def _bound(text: str) -> tuple[str, tuple[float, float]]:
         raise argparse.ArgumentTypeError(f"--bound {name}: {e}") from None
 
 
+def _write(console, args, df, figure) -> int:
+    """``--out`` (the table as CSV) and ``--figure`` (``figure(df, path=...)``) of a command."""
+    if args.out:
+        df.to_csv(user_path(args.out), index=False)
+        console.print(f"table written to {args.out}")
+    if args.figure:
+        figure(df, path=args.figure)
+        console.print(f"figure written to {args.figure}")
+    return 0
+
+
 # ---------------------------------------------------------------- calibrate
 def _calibrate_args(p):
     p.add_argument("--targets", help="CSV of target rows (default: the published table "
@@ -61,16 +83,19 @@ def _calibrate_args(p):
 
 @command("calibrate", "fit hardware parameters so the simulator reproduces target rows", _calibrate_args)
 def _calibrate(args, console) -> int:
-    from .calibrate import calibrate
+    from .calibrate import calibrate, check_hardware_out
 
+    _check_outputs(args)
+    if args.out:   # refused now (a preset, an existing file), not after the fit
+        check_hardware_out(args.out, allow_presets=args.into_presets, overwrite=args.force)
     cal = calibrate(args.targets, args.params, args.hardware, args.planner, dict(args.param),
                     dict(args.bound) or None, args.grid, args.profile, args.max_evals, args.tol)
     console.print(cal.summary(), highlight=False)
-    console.print(_df_table("Parameters", cal.table(), floatfmt=".6g"))
-    console.print(_df_table("Rows (residual = simulated / target - 1; closest: best residual of any "
+    print_table(console, _df_table("Parameters", cal.table(), floatfmt=".6g"))
+    print_table(console, _df_table("Rows (residual = simulated / target - 1; closest: best residual of any "
                             "setting tried within the bounds)", cal.rows, floatfmt=".6g"))
     if args.csv:
-        cal.rows.to_csv(args.csv, index=False)
+        cal.rows.to_csv(user_path(args.csv), index=False)
         console.print(f"rows written to {args.csv}")
     if args.out:
         path = cal.write_hardware(args.out, allow_presets=args.into_presets, overwrite=args.force)
@@ -99,17 +124,12 @@ def _sensitivity(args, console) -> int:
     from .report_calib import sensitivity_figure
     from .sensitivity import sensitivity_grid
 
+    _check_outputs(args)
     df = sensitivity_grid(args.models, args.hardware, args.budget, args.compute_scales,
                           [b * 1e9 for b in args.bandwidths], args.planner, not args.no_bound, args.workers)
     show = df.assign(bandwidth=df["bandwidth"] / 1e9).rename(columns={"bandwidth": "GB/s"})
-    console.print(_df_table(f"{args.planner} throughput ratio and certified ceiling at budget {args.budget}", show))
-    if args.out:
-        df.to_csv(args.out, index=False)
-        console.print(f"grid written to {args.out}")
-    if args.figure:
-        sensitivity_figure(df, path=args.figure)
-        console.print(f"figure written to {args.figure}")
-    return 0
+    print_table(console, _df_table(f"{args.planner} throughput ratio and certified ceiling at budget {args.budget}", show))
+    return _write(console, args, df, sensitivity_figure)
 
 
 # ---------------------------------------------------------------- robustness
@@ -138,6 +158,7 @@ def _robustness(args, console) -> int:
     from .cli import REPRODUCE_PLANNERS
     from .robustness import robustness_sweep, robustness_table
 
+    _check_outputs(args)
     kw = dict(noise=args.noise, samples=args.samples, seed=args.seed, correlation=args.correlation,
               engines=args.engines)
     if args.sweep:
@@ -149,15 +170,9 @@ def _robustness(args, console) -> int:
         names = args.planners or [n for n in REPRODUCE_PLANNERS if n in planners.available()]
         df = robustness_table(_problem(args), names, **kw)
         keys = ["planner"]
-    console.print(_df_table(f"Robustness: {args.samples} samples per level, seed {args.seed}, engines "
+    print_table(console, _df_table(f"Robustness: {args.samples} samples per level, seed {args.seed}, engines "
                             f"{','.join(args.engines)} (slowdown = step / nominal step; ratio = throughput "
                             "ratio under noise)", df[keys + ROBUSTNESS_COLUMNS]))
-    if args.out:
-        df.to_csv(args.out, index=False)
-        console.print(f"table written to {args.out}")
-    if args.figure:
-        from .report_calib import robustness_figure
+    from .report_calib import robustness_figure
 
-        robustness_figure(df, path=args.figure)
-        console.print(f"figure written to {args.figure}")
-    return 0
+    return _write(console, args, df, robustness_figure)

@@ -20,7 +20,8 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTH
 
 def _files(tmp: Path) -> dict:
     """Inputs the table refers to as {name}."""
-    f = {"tmp": tmp, "afile": tmp / "a.txt", "adir": tmp / "d"}
+    f = {"tmp": tmp, "afile": tmp / "a.txt", "adir": tmp / "d",
+         "preset": Path(__file__).resolve().parents[1] / "data" / "hardware" / "a100-80gb.toml"}
     f["afile"].write_text("x")
     f["adir"].mkdir()
     sweeps = {
@@ -106,6 +107,14 @@ ROWS = [  # (argv with {file} names, text the message must contain)
     (["sweep", "{ok}", "--out", "{adir}"], "--out"),
     (["sweep", "{ok}", "--cache", "{afile}"], "--cache"),
     (["reproduce", "--out", "{afile}"], "--out"),
+    (["calibrate", "--out", "{afile}/hw.toml"], "--out"),
+    (["calibrate", "--csv", "{afile}/rows.csv"], "--csv"),
+    (["calibrate", "--out", "{preset}"], "is a preset"),
+    (["sensitivity", "--out", "{afile}/grid.csv"], "--out"),
+    (["sensitivity", "--figure", "{tmp}/s.nosuchformat"], "--figure"),
+    (["robustness", "--model", "tiny", "--out", "{afile}/r.csv"], "--out"),
+    (["measure", "gpt2-124m", "--csv", "{afile}/m.csv"], "--csv"),
+    (["measure", "gpt2-124m", "--profile-out", "{adir}"], "--profile-out"),
     # missing and malformed files
     (["simulate", "--plan", "/no/such/plan.json", "--model", "tiny"], "does not exist"),
     (["simulate", "--plan", "{badjson}", "--model", "tiny"], "bad.json"),
@@ -186,6 +195,20 @@ def test_compare_output_redirected_is_never_truncated(tmp_path):
         assert "…" not in text and "..." not in text, text
         assert "checkpoint-layers" in text and "INFEASIBLE" in text and "recompute" in text
         assert re.search(r"│ slack +│ FEASIBLE +│ 0\.\d{4} │", text), text
+
+
+def test_robustness_table_redirected_is_never_truncated(tmp_path):
+    """The commands added beside compare print whole tables too (narrow COLUMNS, no terminal)."""
+    env = {**ENV, "COLUMNS": "40"}
+    out = tmp_path / "out.txt"
+    with open(out, "w") as fh:
+        r = subprocess.run([sys.executable, "-m", "slackswap", "robustness", "--model", "tiny", "--budget", "0.5",
+                            "--planners", "slack,checkpoint-layers", "--samples", "3", "--noise", "0,0.1"],
+                           stdout=fh, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, timeout=300)
+    text = out.read_text()
+    assert r.returncode == 0, r.stderr
+    assert "…" not in text and "..." not in text, text
+    assert "checkpoint-layers" in text and "p95_slowdown" in text
 
 
 def _sweep_cmd(cfg, cache, workers):

@@ -69,32 +69,10 @@ class Measurement:
             "fits": "yes" if r.fits else "NO (exceeds)"} for r in self.rows])
 
     def figure(self, path=None):
-        import matplotlib
+        """Measured vs simulated step time and peak per plan (``report_measure``)."""
+        from ..report_measure import measurement_figure
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import numpy as np
-
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-        x = np.arange(len(self.rows))
-        names = [r.plan for r in self.rows]
-        for ax, (sim, got, unit, title) in zip(axes, (
-                ([r.sim_step_s * 1e3 for r in self.rows], [r.step_s * 1e3 for r in self.rows], "ms", "step time"),
-                ([r.sim_peak / 2**20 for r in self.rows], [r.peak / 2**20 for r in self.rows], "MiB",
-                 f"peak: {self.peak_kind}")), strict=True):
-            ax.bar(x - 0.2, sim, 0.4, label="simulated", color="#7a9cc6")
-            ax.bar(x + 0.2, got, 0.4, label="measured", color="#d08c60")
-            ax.set_xticks(x, names, fontsize=8, rotation=15)
-            ax.set_ylabel(unit)
-            ax.set_title(title, fontsize=10)
-        if self.device.startswith("cuda") and math.isfinite(self.budget_bytes):
-            axes[1].axhline(self.budget_bytes / 2**20, color="k", ls="--", lw=1, label="budget")
-        axes[1].legend(loc="upper right", fontsize=8)
-        fig.suptitle(f"{self.model} on {self.device}: measured vs simulated", fontsize=10)
-        fig.tight_layout()
-        if path is not None:
-            fig.savefig(path, dpi=120)
-        return fig
+        return measurement_figure(self, path)
 
 
 def device_costs(graph, device: torch.device, op_times=None) -> CostModel:
@@ -260,9 +238,12 @@ def load_model(spec: str, batch=None, seq=None, layers=None, vocab=None):
 
 def run_cli(args, console) -> int:
     """The ``slackswap measure`` subcommand (arguments declared in slackswap/cli.py)."""
-    from ..cli import _df_table
+    from .._cliutil import print_table
+    from .._paths import user_path
+    from ..cli import _check_outputs, _df_table
     from ..plan import Plan as _Plan
 
+    _check_outputs(args)
     model, inputs = load_model(args.model, args.batch, args.seq, args.layers, args.vocab)
     plan = _Plan.load(args.plan) if args.plan else None
     if plan is not None:
@@ -272,7 +253,7 @@ def run_cli(args, console) -> int:
                 budget=args.budget, repeats=args.repeats, device=args.device, name=args.model,
                 profile_path=args.profile_out)
     df = r.table()
-    console.print(_df_table(f"{r.model} on {r.device}: fastest of {args.repeats} steps, budget "
+    print_table(console, _df_table(f"{r.model} on {r.device}: fastest of {args.repeats} steps, budget "
                             f"{r.budget_bytes / 2**20:.2f} MiB", df, floatfmt=".3f"))
     console.print(f"peak: {r.peak_kind}" + ("" if r.device.startswith("cuda") else
                   " (CPU: the executor's count of resident saved tensors, against the same count on "
@@ -287,6 +268,6 @@ def run_cli(args, console) -> int:
         r.figure(args.figure)
         console.print(f"figure written to {args.figure}")
     if args.csv:
-        df.to_csv(args.csv, index=False)
+        df.to_csv(user_path(args.csv), index=False)
         console.print(f"table written to {args.csv}")
     return 0

@@ -1,0 +1,38 @@
+"""The figure of ``slackswap measure``: measured vs simulated step time and peak per plan
+(docs/executor.md). Drawn with the helpers of ``report`` (one legend below the panels)."""
+
+from __future__ import annotations
+
+import math
+
+from .report import _figure, _legend_below, _save
+
+_SIMULATED, _MEASURED = "#7a9cc6", "#d08c60"
+
+
+def measurement_figure(m, path=None):
+    """Two panels for a ``slackswap.torch.measure.Measurement``: step time (ms) and peak (MiB),
+    simulated beside measured for every plan it ran; on CUDA the budget line on the peak panel."""
+    import numpy as np
+
+    fig, axes = _figure(1, 2, height=3.6, width=5.0)
+    x = np.arange(len(m.rows))
+    names = [r.plan for r in m.rows]
+    panels = (([r.sim_step_s * 1e3 for r in m.rows], [r.step_s * 1e3 for r in m.rows], "step time (ms)",
+               "step time"),
+              ([r.sim_peak / 2**20 for r in m.rows], [r.peak / 2**20 for r in m.rows], "MiB",
+               f"peak: {m.peak_kind}"))
+    for ax, (sim, got, unit, title) in zip(axes[0], panels, strict=True):
+        ax.bar(x - 0.2, sim, 0.4, label="simulated", color=_SIMULATED)
+        ax.bar(x + 0.2, got, 0.4, label="measured", color=_MEASURED)
+        ax.set_xticks(x, names, fontsize=8, rotation=15)
+        ax.set_ylabel(unit)
+        ax.set_title(title, fontsize=9, wrap=True)
+    if m.device.startswith("cuda") and math.isfinite(m.budget_bytes):
+        axes[0][1].axhline(m.budget_bytes / 2**20, color="k", ls="--", lw=1, label="budget")
+    _legend_below(fig, *axes[0][1].get_legend_handles_labels(), ncols=3)
+    fig.suptitle(f"{m.model} on {m.device}: measured vs simulated", fontsize=10)
+    return _save(fig, path)
+
+
+__all__ = ["measurement_figure"]
