@@ -40,6 +40,9 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, help="torch intra-op threads (default 1 for --size cpu: "
                     "on a shared 2-core machine more threads mostly measure contention)")
     ap.add_argument("--out", help="write the rows as CSV")
+    ap.add_argument("--host-lead", type=int, help="CUDA: the executor's host_lead (default: none)")
+    ap.add_argument("--budgets", default="0.5,0.3", help="fractions of the keep-all peak, one "
+                    "planned row each (default 0.5,0.3; at the gpu size llama-small's floor is 0.385)")
     ap.add_argument("--figure", help="write one measured-vs-simulated figure per model (name_{model}.png)")
     args = ap.parse_args(argv)
     cuda = torch.cuda.is_available()
@@ -47,11 +50,19 @@ def main(argv=None):
     if args.threads or size == "cpu":
         torch.set_num_threads(args.threads or 1)
     shape = CPU_SHAPE if size == "cpu" else {}
+    try:
+        budgets = [float(b) for b in args.budgets.split(",")]
+        if not all(0 < b <= 1 for b in budgets):
+            raise ValueError
+    except ValueError:
+        ap.error(f"--budgets: expected fractions in (0, 1] of the keep-all peak, separated by commas, e.g. "
+                 f"0.5,0.3; got {args.budgets!r}")
     rows = []
     for name in args.models.split(","):
         t0 = time.perf_counter()
         model, inputs = zoo.build(name, **shape)
-        r = measure(model, inputs, budget=[0.5, 0.3], repeats=args.repeats, name=name)
+        r = measure(model, inputs, budget=budgets, repeats=args.repeats, name=name,
+                    host_lead=args.host_lead)
         df = r.table()
         df.insert(0, "model", name)
         rows.append(df)

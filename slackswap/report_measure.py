@@ -12,7 +12,8 @@ _SIMULATED, _MEASURED = "#7a9cc6", "#d08c60"
 
 def measurement_figure(m, path=None):
     """Two panels for a ``slackswap.torch.measure.Measurement``: step time (ms) and peak (MiB),
-    simulated beside measured for every plan it ran; on CUDA the budget line on the peak panel."""
+    simulated beside measured for every plan it ran; on CUDA each plan's budget over its bars
+    on the peak panel."""
     import numpy as np
 
     fig, axes = _figure(1, 2, height=3.6, width=5.0)
@@ -28,8 +29,14 @@ def measurement_figure(m, path=None):
         ax.set_xticks(x, names, fontsize=8, rotation=15)
         ax.set_ylabel(unit)
         ax.set_title(title, fontsize=9, wrap=True)
-    if m.device.startswith("cuda") and math.isfinite(m.budget_bytes):
-        axes[0][1].axhline(m.budget_bytes / 2**20, color="k", ls="--", lw=1, label="budget")
+    if m.device.startswith("cuda"):
+        # each plan's own budget over its pair of bars (slack@0.5 and slack@0.3 differ; the
+        # baselines are judged by the first budget)
+        marks = [(i, r.budget_bytes / 2**20) for i, r in enumerate(m.rows) if math.isfinite(r.budget_bytes)]
+        if marks:
+            axes[0][1].hlines([b for _, b in marks], [i - 0.45 for i, _ in marks],
+                              [i + 0.45 for i, _ in marks], color="k", ls="--", lw=1.2,
+                              label="budget (each plan's)")
     _legend_below(fig, *axes[0][1].get_legend_handles_labels(), ncols=3)
     fig.suptitle(f"{m.model} on {m.device}: measured vs simulated", fontsize=10)
     return _save(fig, path)

@@ -2,6 +2,7 @@
 re-runs and swaps what the plan says, and holds the saved activations the simulator counts."""
 
 import copy
+import sys
 
 import pytest
 
@@ -138,8 +139,9 @@ def test_buffers_are_written_once_under_recompute():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("host_lead", [None, 1])
 @pytest.mark.parametrize("kind", ["swap", "recompute", "slack0.5"])
-def test_cuda_streams_give_the_plain_gradients(kind):
+def test_cuda_streams_give_the_plain_gradients(kind, host_lead):
     model, inputs = build("gpt2")
     model, inputs = model.cuda(), {k: v.cuda() for k, v in inputs.items()}
     graph = trace(model, inputs, device="cuda")
@@ -147,7 +149,47 @@ def test_cuda_streams_give_the_plain_gradients(kind):
     ref(**inputs).loss.backward()
     plan, problem = _plan(graph, kind)
     m = copy.deepcopy(model)
-    stats = run_step(m, plan, graph, inputs, problem=problem)
+    stats = run_step(m, plan, graph, inputs, problem=problem, host_lead=host_lead)
     for p, q in zip(m.parameters(), ref.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, rtol=0, atol=0)
     assert stats.swapped_bytes == sum(graph.tensors[t].bytes for t in plan.ids(Decision.SWAP))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_op_times_are_gpu_times_without_the_synchronize_latency():
+    # the traced time of a matmul against the same kernel run back to back (events around 20
+    # launches): a per-op synchronize would add its latency to every op
+    model = torch.nn.Linear(2048, 2048, bias=False).cuda()
+    x = torch.randn(2048, 2048, device="cuda")
+    model(x).sum().backward()                  # warm-up: cuBLAS handle and workspace
+    graph = trace(model, (x,), device="cuda")
+    times = graph.spec.op_times_s
+    assert all(f >= 0 and b >= 0 for f, b in times)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with torch.no_grad():
+        start.record()
+        for _ in range(20):
+            model(x)
+        end.record()
+    end.synchronize()
+    ref = start.elapsed_time(end) / 1e3 / 20
+    mm = [i for i, o in enumerate(graph.ops) if o.kind == "matmul"]
+    assert mm and all(0.5 * ref < times[i][0] < 2 * ref for i in mm), (times, ref)
+
+
+def test_recompute_chains_deeper_than_the_python_recursion_limit():
+    # recompute-all on a 400-op chain: rebuilding the last tensor rebuilds every one before it,
+    # a recursion of several frames per op (gpt2-355m at 24 layers hit the default limit)
+    net = torch.nn.Sequential(*[torch.nn.Tanh() for _ in range(400)])
+    x = (torch.randn(3, 5, requires_grad=True),)
+    graph = trace(net, x, device="cpu")
+    plan = Plan({t.id: Decision.RECOMPUTE for t in graph.planning_tensors()})
+    limit = sys.getrecursionlimit()
+    x[0].grad = None                          # the trace's backward wrote one
+    stats = run_step(net, plan, graph, x)
+    grad = x[0].grad.clone()
+    x[0].grad = None
+    net(*x).sum().backward()
+    torch.testing.assert_close(grad, x[0].grad, rtol=0, atol=0)
+    assert stats.recomputed_ops >= 399
+    assert sys.getrecursionlimit() == limit   # restored after the step

@@ -63,3 +63,17 @@ def test_cli_measure_unknown_model_is_one_error_line(capsys):
     assert main(["measure", "no-such-model"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown torch model 'no-such-model'" in err[0]
+
+
+def test_cuda_figure_marks_each_plans_own_budget(tiny):
+    # the figure of a CUDA measurement (device name changed: the figure reads only the rows)
+    import dataclasses
+
+    m = dataclasses.replace(tiny[0], device="cuda:0", rows=list(tiny[0].rows))
+    fig = m.figure()
+    ax = fig.axes[1]
+    (marks,) = [c for c in ax.collections if c.get_label() == "budget (each plan's)"]
+    ys = sorted({round(seg[0][1], 6) for seg in marks.get_segments()})
+    want = sorted({round(r.budget_bytes / 2**20, 6) for r in m.rows})
+    assert ys == want and len(want) == 2        # 0.5 for the baselines and slack@0.5, and 0.4
+    assert len(marks.get_segments()) == len(m.rows)

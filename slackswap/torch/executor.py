@@ -16,7 +16,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections import Counter
+import sys
+from collections import Counter, deque
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +29,7 @@ from ._check import check_plan
 from ._record import Recorder, Ref, describe, replay, storage_key, view_of
 
 _node_seq = torch._C._current_autograd_node
+_FRAMES_PER_REBUILD = 6   # _rebuild, replay, its comprehension, resolve, _input, and one spare
 
 
 @dataclass
@@ -59,7 +61,11 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
 class Execution:
     """The context of one planned step; see ``apply``."""
 
-    def __init__(self, model, plan, graph, *, problem=None, issue_points=None, track=True):
+    def __init__(self, model, plan, graph, *, problem=None, issue_points=None, track=True,
+                 host_lead=None):
+        if host_lead is not None and (isinstance(host_lead, bool) or not isinstance(host_lead, int)
+                                      or host_lead < 1):
+            raise ExecutionError(f"host_lead: must be None or an integer >= 1; got {host_lead!r}")
         check_plan(plan, graph)
         self.model, self.plan, self.graph, self.info = model, plan, graph, graph.spec
         self.dec = dict(plan.decisions)
@@ -95,6 +101,9 @@ class Execution:
         self.stage_uses: list = []
         self.q_next = 0
         self._stack = None
+        self.host_lead = host_lead if self.cuda else None
+        self._marks: deque = deque()                 # CUDA: compute-stream events, newest last
+        self._in_flight: deque = deque()             # CUDA: (event, source) of running D2H copies
         if self.cuda:
             self.d2h_stream, self.h2d_stream = torch.cuda.Stream(), torch.cuda.Stream()
 
@@ -104,10 +113,21 @@ class Execution:
         if self.rec is not None:
             self._stack.enter_context(self.rec)
         self._stack.enter_context(torch.autograd.graph.saved_tensors_hooks(self._pack_hook, self._unpack_hook))
+        if self.rec is not None:
+            # a recompute rebuilds its missing inputs first, recursively (a few Python frames per
+            # level): a chain of recomputed tensors through every layer is deeper than Python's
+            # default limit of 1000 frames; the bound is the number of ops the step can record
+            old = sys.getrecursionlimit()
+            need = old + _FRAMES_PER_REBUILD * max(len(self.info.aten_ops or ()), len(self.graph.ops))
+            sys.setrecursionlimit(need)
+            self._stack.callback(sys.setrecursionlimit, old)
         return self
 
     def __exit__(self, *exc):
         self._stack.close()
+        for _, src in self._in_flight:               # not yet seen to end: the allocator waits
+            src.record_stream(self.d2h_stream)
+        self._in_flight.clear()
         if exc[0] is None and self.backward:
             self._close_stage()
             if self.track:
@@ -145,6 +165,9 @@ class Execution:
             raise ExecutionError(f"model: the step saves more tensors than its trace ({len(order)}); "
                                  "the model or its input shapes differ from the traced ones")
         self.stats.packs += 1
+        if self.cuda:
+            self._reap()
+            self._throttle()
         tid = order[k]
         if tid < 0:
             return t
@@ -185,8 +208,15 @@ class Execution:
             buf.copy_(flat, non_blocking=True)
             ev = torch.cuda.Event()
             ev.record()
-        flat.record_stream(self.d2h_stream)
+        # the source stays referenced until its own copy ends (``_reap``), then the allocator may
+        # reuse it; ``record_stream`` would also wait for every copy queued behind it
+        self._in_flight.append((ev, flat))
         return buf, ev
+
+    def _reap(self):
+        """Drop the sources of finished device-to-host copies (they end in issue order)."""
+        while self._in_flight and self._in_flight[0][0].query():
+            self._in_flight.popleft()
 
     # ---- backward ----
     def _begin_backward(self):
@@ -259,6 +289,9 @@ class Execution:
         return out
 
     def _open_stage(self, stage, node):
+        if self.cuda:
+            self._reap()
+            self._throttle()
         self.stage = (stage, node)
         self.stage_first = self.step
         self.stage_uses = []
@@ -343,6 +376,19 @@ class Execution:
             return self._fetch(key[1])
         return self._rebuild(ref.rec, ref.version, key)
 
+    def _throttle(self):
+        """With ``host_lead``: let the host run at most that many saves (forward) or backward
+        stages ahead of the compute stream. The allocator frees a swapped tensor when its copy
+        ends on the GPU but allocates at the host's pace: a host far ahead of the GPU holds the
+        memory of copies still running next to memory the simulator allocates later."""
+        if self.host_lead is None:
+            return
+        ev = torch.cuda.Event()
+        ev.record()
+        self._marks.append(ev)
+        if len(self._marks) > self.host_lead:
+            self._marks.popleft().synchronize()
+
     # ---- accounting ----
     def _alloc(self, key, tid, step):
         if self.track and tid is not None and key[0] == "t":
@@ -374,7 +420,8 @@ class Execution:
             self.spans.append((span[1], span[2], self.graph.tensors[span[0]].bytes))
 
 
-def apply(model, plan, graph, *, problem=None, issue_points=None, track=True) -> Execution:
+def apply(model, plan, graph, *, problem=None, issue_points=None, track=True,
+          host_lead=None) -> Execution:
     """A context manager that runs the training step written inside it under ``plan``.
 
     ``graph``: the ``slackswap.torch.trace`` graph of the same model and input shapes. Inside the
@@ -382,8 +429,11 @@ def apply(model, plan, graph, *, problem=None, issue_points=None, track=True) ->
     swapped to host or recomputed as the plan says. ``problem`` (optional): places the prefetch
     of swapped tensors the plan gives no issue point for as ``simulate`` does (else at first use).
     ``track``: record the saved-activation accounting (``run.stats.peak_saved_bytes``).
+    ``host_lead`` (CUDA; default None, no limit): the host waits until the compute stream is at
+    most this many saved tensors (forward) or backward stages behind it (docs/executor.md).
     """
-    return Execution(model, plan, graph, problem=problem, issue_points=issue_points, track=track)
+    return Execution(model, plan, graph, problem=problem, issue_points=issue_points, track=track,
+                     host_lead=host_lead)
 
 
 def run_step(model, plan, graph, inputs, loss_fn=None, **kw) -> ExecStats:

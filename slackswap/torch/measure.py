@@ -118,13 +118,13 @@ def _link(device):
 
 def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_params=None, plan=None,
             budget=0.5, repeats: int = 3, device=None, name: str | None = None,
-            profile_path=None, trace_repeats: int = 3) -> Measurement:
+            profile_path=None, trace_repeats: int = 3, host_lead=None) -> Measurement:
     """Measure keep-all, recompute-all and a plan of ``model`` on ``device`` (default: CUDA when
     present, else CPU). ``plan``: a ``Plan`` to run instead of planning with ``planner``.
     ``budget``: as ``Problem.with_budget`` (fraction of the keep-all peak, bytes, or None), or a
     list of them: one planned row per budget (``slack@0.5``); the first one judges the baselines.
     A plan over the budget still runs; its row says it exceeds the budget. The profile's per-op
-    times are the fastest of ``trace_repeats`` timed traces."""
+    times are the fastest of ``trace_repeats`` timed traces. ``host_lead``: as in ``apply``."""
     from .. import planners, profile
     from ..timeline import simulate
 
@@ -186,7 +186,7 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
         base = torch.cuda.memory_allocated(dev) if cuda else 0
         if cuda:
             torch.cuda.reset_peak_memory_stats(dev)
-        ex = apply(model, p, graph, issue_points=issue, track=track)
+        ex = apply(model, p, graph, issue_points=issue, track=track, host_lead=host_lead)
         t0 = time.perf_counter()
         with ex:
             step()
