@@ -47,7 +47,7 @@ def _presolve(value):
 class MilpPlanner:
     """``milp(solver="highs", time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
     warm_start=True, write_lp=None, allow_swap=True, allow_recompute=True, max_tree_nodes=4000,
-    max_exact_tensors=40, aggregate_nodes=20, aggregate_time_s=60, presolve="auto")``.
+    max_exact_tensors=40, aggregate_nodes=20, aggregate_time_s=60, presolve="auto", improve_sims=2000)``.
 
     The warm start (and fallback incumbent) is the fastest fitting plan of keep-all, recompute-all
     and every registered heuristic that respects ``allow_swap`` / ``allow_recompute``. The exact
@@ -61,7 +61,9 @@ class MilpPlanner:
     a safety cap), returns the better of the warm start and the aggregated MILP's decisions as
     judged by the simulator, with the certified lower bound and the proven gap between them:
     status OPTIMAL when that gap is at most ``mip_rel_gap``, else FEASIBLE; the message says which
-    bound and which incumbent."""
+    bound and which incumbent. Before that, while the gap is open, it looks for a better incumbent
+    (``improve``): slack's switch variants (with ``warm_start``), then at most ``improve_sims``
+    simulations of a local search over two-tensor moves (0: off), within the time limit."""
 
     name = "milp"
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
@@ -81,12 +83,13 @@ class MilpPlanner:
         aggregate_nodes: NonNegInt = 20
         aggregate_time_s: NonNegFloat = 60.0
         presolve: Annotated[Literal[True, False, "auto"], BeforeValidator(_presolve)] = "auto"
+        improve_sims: NonNegInt = 2000
 
     def __init__(self, solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-9,
                  threads: int | None = None, seed: int = 0, warm_start: bool = True, write_lp=None,
                  allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
                  max_exact_tensors: int = 40, aggregate_nodes: int = 20, aggregate_time_s: float = 60.0,
-                 presolve="auto"):
+                 presolve="auto", improve_sims: int = 2000):
         args = {k: v for k, v in locals().items() if k in self.Params.model_fields}
         self._set(check_params("milp", self.Params, **args))
 
@@ -101,7 +104,7 @@ class MilpPlanner:
                 "allow_swap": self.allow_swap, "allow_recompute": self.allow_recompute,
                 "max_exact_tensors": self.max_exact_tensors, "aggregate_nodes": self.aggregate_nodes,
                 "aggregate_time_s": self.aggregate_time_s,
-                "presolve": self.presolve}
+                "presolve": self.presolve, "improve_sims": self.improve_sims}
 
     def _check(self):
         """Parse the parameters (also after an attribute was changed) by ``Params``."""
@@ -272,6 +275,8 @@ class MilpPlanner:
             else:
                 import scipy.optimize  # noqa: F401
                 left = min(self.aggregate_time_s, deadline - time.perf_counter())
+        if deadline is not None and self.improve_sims:   # leave the incumbent search half the time
+            left = min(left, 0.5 * (deadline - time.perf_counter()))
         if left > 0.5 and self.aggregate_nodes > 0 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
             t_agg = time.perf_counter()
             extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left,
@@ -292,6 +297,18 @@ class MilpPlanner:
                     rc = simulate(problem, cand, detail=False)
                     if rc.feasible and rc.fits and (obj is None or rc.step_time_s < obj):
                         best, obj, inc = cand, rc.step_time_s, "incumbent: the aggregated MILP's decisions"
+        if self.improve_sims and (obj is None or _gap(obj, bound) > self.mip_rel_gap) \
+                and (deadline is None or time.perf_counter() < deadline):
+            from .improve import improve
+
+            better, s, note = improve(problem, best, obj, allow_swap=self.allow_swap,
+                                      allow_recompute=self.allow_recompute, max_sims=self.improve_sims,
+                                      until=deadline, variants_too=self.warm_start)
+            if better is not None and (obj is None or s < obj):
+                best, obj = better, s
+                inc = (f"{inc}, improved: {note}" if inc else f"incumbent: {note}")
+            elif note:
+                msg.append(note)
         msg += [inc] if inc else []
         msg.append(f"bound: {how}")
         if best is None:

@@ -1,0 +1,55 @@
+"""The milp planner's incumbent search beyond the exact model (slackswap.planners.milp.improve):
+plans that fit, never slower than where the search started, within the switches and limits."""
+
+import pytest
+
+from slackswap import Decision, Plan, Problem, planners, simulate
+from slackswap.errors import SlackSwapError
+from slackswap.planners.milp.improve import pair_search
+
+K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return Problem.build("tiny", "a100-80gb", 0.5)
+
+
+def test_pair_search_improves_swap_all_and_its_result_simulates_to_its_time(tiny):
+    start = planners.get("swap-all", min_swap_bytes=0).plan(tiny)
+    s0 = simulate(tiny, start, detail=False)
+    assert s0.fits
+    dec, s, moves, sims = pair_search(tiny, dict(start.decisions), s0.step_time_s, max_sims=400)
+    r = simulate(tiny, Plan(dec), detail=False)
+    assert r.fits and r.step_time_s == s
+    assert moves > 0 and s < s0.step_time_s          # swap-all is far from the best plan here
+    assert 0 < sims <= 400
+
+
+def test_pair_search_respects_the_switches_and_the_work_limit(tiny):
+    start = planners.get("swap-all", min_swap_bytes=0).plan(tiny)
+    s0 = simulate(tiny, start, detail=False).step_time_s
+    dec, s, _, sims = pair_search(tiny, dict(start.decisions), s0, allow_recompute=False, max_sims=50)
+    assert R not in dec.values() and sims <= 50 and s <= s0
+    dec, s, moves, sims = pair_search(tiny, dict(start.decisions), s0, max_sims=0)
+    assert (dec, s, moves, sims) == (dict(start.decisions), s0, 0, 0)
+
+
+def test_milp_beyond_the_exact_model_is_never_worse_with_the_search(tiny):
+    off = planners.get("milp", max_exact_tensors=0, improve_sims=0).plan(tiny)
+    on = planners.get("milp", max_exact_tensors=0, improve_sims=300).plan(tiny)
+    again = planners.get("milp", max_exact_tensors=0, improve_sims=300).plan(tiny)
+    r = simulate(tiny, on, detail=False)
+    assert r.fits and on.info.objective == r.step_time_s
+    assert on.info.objective <= off.info.objective
+    assert on.info.lower_bound == pytest.approx(off.info.lower_bound)      # the bound is untouched
+    assert on.info.gap <= off.info.gap
+    assert "two-tensor move" in on.info.message
+    assert dict(on.decisions) == dict(again.decisions)                     # a work limit: deterministic
+    no_swap = planners.get("milp", max_exact_tensors=0, improve_sims=300, allow_swap=False).plan(tiny)
+    assert not no_swap.ids(S)
+
+
+def test_improve_sims_must_be_a_non_negative_integer(tiny):
+    with pytest.raises(SlackSwapError, match="improve_sims"):
+        planners.get("milp", improve_sims=-1)
