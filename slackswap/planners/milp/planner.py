@@ -47,7 +47,7 @@ def _presolve(value):
 class MilpPlanner:
     """``milp(solver="highs", time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
     warm_start=True, write_lp=None, allow_swap=True, allow_recompute=True, max_tree_nodes=4000,
-    max_exact_tensors=40, aggregate_nodes=20, aggregate_time_s=60, presolve="auto", improve_sims=2000)``.
+    max_exact_tensors=40, aggregate_nodes=20, aggregate_time_s=60, presolve="auto", improve_sims=500)``.
 
     The warm start (and fallback incumbent) is the fastest fitting plan of keep-all, recompute-all
     and every registered heuristic that respects ``allow_swap`` / ``allow_recompute``. The exact
@@ -83,13 +83,13 @@ class MilpPlanner:
         aggregate_nodes: NonNegInt = 20
         aggregate_time_s: NonNegFloat = 60.0
         presolve: Annotated[Literal[True, False, "auto"], BeforeValidator(_presolve)] = "auto"
-        improve_sims: NonNegInt = 2000
+        improve_sims: NonNegInt = 500
 
     def __init__(self, solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-9,
                  threads: int | None = None, seed: int = 0, warm_start: bool = True, write_lp=None,
                  allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
                  max_exact_tensors: int = 40, aggregate_nodes: int = 20, aggregate_time_s: float = 60.0,
-                 presolve="auto", improve_sims: int = 2000):
+                 presolve="auto", improve_sims: int = 500):
         args = {k: v for k, v in locals().items() if k in self.Params.model_fields}
         self._set(check_params("milp", self.Params, **args))
 
