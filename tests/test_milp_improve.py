@@ -53,3 +53,16 @@ def test_milp_beyond_the_exact_model_is_never_worse_with_the_search(tiny):
 def test_improve_sims_must_be_a_non_negative_integer(tiny):
     with pytest.raises(SlackSwapError, match="improve_sims"):
         planners.get("milp", improve_sims=-1)
+
+
+def test_the_exact_path_starts_from_the_improved_warm_start():
+    # GPT-2 at 3 layers (50 planning tensors): the best heuristic's plan is not the best start;
+    # a variant of slack's switches is faster (docs/milp.md section 5)
+    p = Problem.build("gpt2", "a100-80gb", 0.95, layers=3)
+    mp = planners.get("milp", max_exact_tensors=10**6)
+    warm, src = mp._warm(p)
+    s0 = simulate(p, warm, detail=False).step_time_s
+    better, src2 = mp._improved_warm(p, warm, src, None)
+    r = simulate(p, better, detail=False)
+    assert r.fits and r.step_time_s < s0 and src2.startswith("the incumbent search")
+    assert better.problem_key == p.key
