@@ -27,7 +27,7 @@ from ...plan import Decision, Plan, SolveInfo, Status, validate
 from ...schema import NonNegFloat, NonNegInt, PosInt, Schema
 from ...timeline import simulate
 from ..base import Tags, available, check_params, get, register
-from .clock import MIN_TIME_LIMIT_S, SOLVER_START_S, WARM_SHARE, Clock, bound_fits, import_cost
+from .clock import MIN_TIME_LIMIT_S, SOLVER_START_S, WARM_SHARE, Clock, bound_fits
 
 _REL = 1e-6
 _PRESOLVE_MAX_NNZ = 250_000
@@ -148,7 +148,9 @@ class MilpPlanner:
         deadline = clock.solve_deadline
         warm, src = self._warm(problem, clock.at(WARM_SHARE)) if self.warm_start else (None, "")
         if len(problem.planning_ids) > self.max_exact_tensors:
-            return self._beyond_exact(problem, warm, src, wall, deadline)
+            from .beyond import beyond_exact
+
+            return beyond_exact(self, problem, warm, src, wall, deadline)
         if warm is not None and self.improve_sims and len(problem.planning_ids) > _IMPROVE_EXACT_MIN:
             warm, src = self._improved_warm(problem, warm, src, clock.at(WARM_SHARE))
         try:
@@ -257,85 +259,6 @@ class MilpPlanner:
             return ""
         return f"; {'optimum and bound' if order else 'proof'} among plans with " + ", ".join(kinds)
 
-    def _beyond_exact(self, problem, warm, src, wall, deadline):
-        """Too large for the exact model: the best of the warm start and the aggregated MILP's
-        decisions, judged by the simulator, with the certified bound of the aggregated relaxation
-        (its LP, then its MILP dual bound after ``aggregate_nodes`` branch-and-bound nodes) and the
-        proven gap. INFEASIBLE only when the relaxation is infeasible (then no plan fits)."""
-        from ...bounds import aggregate_bound, lower_bound
-
-        n = len(problem.planning_ids)
-        if self._cap_in_time(problem):
-            bound, how = lower_bound(problem, lp_max_tensors=0)
-        else:
-            bound, how = float(problem.ideal_step_s), "ideal step (no time left for the capacity bound's LP)"
-        msg = [f"{n} planning tensors > max_exact_tensors={self.max_exact_tensors}: exact model not built"]
-        best, obj = None, None
-        inc = None
-        if warm is not None:
-            best, obj, inc = warm, simulate(problem, warm, detail=False).step_time_s, f"incumbent: {src}'s plan"
-        size, proven = {}, False
-        left = self.aggregate_time_s if deadline is None else min(self.aggregate_time_s, deadline - time.perf_counter())
-        if deadline is not None and import_cost():   # the import is not part of the solver's limit
-            if left < import_cost() + 0.5:
-                left = 0.0
-            else:
-                import scipy.optimize  # noqa: F401
-                left = min(self.aggregate_time_s, deadline - time.perf_counter())
-        if deadline is not None and self.improve_sims:   # leave the incumbent search half the time
-            left = min(left, 0.5 * (deadline - time.perf_counter()))
-        if left > 0.5 and self.aggregate_nodes > 0 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
-            t_agg = time.perf_counter()
-            extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left,
-                                              node_limit=self.aggregate_nodes,
-                                              mip_rel_gap=max(self.mip_rel_gap, 1e-6))
-            if agg is not None:
-                size = agg.model.size()
-                proven = bool(agg.model.infeasible) or getattr(res, "status", None) == 2
-                timed = time.perf_counter() - t_agg >= 0.95 * left
-                work = (f"aggregated MILP after {getattr(res, 'mip_node_count', 0)} nodes"
-                        + (f", stopped by the time limit ({left:.3g} s): depends on machine speed" if timed else ""))
-                if problem.ideal_step_s + extra > bound:
-                    bound, how = problem.ideal_step_s + extra, f"dual bound of the {work}"
-                else:
-                    msg.append(work)
-                cand = self._aggregate_plan(problem, agg, res)
-                if cand is not None:
-                    rc = simulate(problem, cand, detail=False)
-                    if rc.feasible and rc.fits and (obj is None or rc.step_time_s < obj):
-                        best, obj, inc = cand, rc.step_time_s, "incumbent: the aggregated MILP's decisions"
-        if self.improve_sims and (obj is None or _gap(obj, bound) > self.mip_rel_gap) \
-                and (deadline is None or time.perf_counter() < deadline):
-            from .improve import improve
-
-            better, s, note = improve(problem, best, obj, allow_swap=self.allow_swap,
-                                      allow_recompute=self.allow_recompute, max_sims=self.improve_sims,
-                                      until=deadline, variants_too=self.warm_start)
-            if better is not None and (obj is None or s < obj):
-                best, obj = better, s
-                inc = (f"{inc}, improved: {note}" if inc else f"incumbent: {note}")
-            elif note:
-                msg.append(note)
-        msg += [inc] if inc else []
-        msg.append(f"bound: {how}")
-        if best is None:
-            if not proven and self._cap_in_time(problem):   # the MILP was skipped or stopped: its LP may prove it
-                lp = aggregate_bound(problem)
-                proven = lp[1] is not None and (bool(lp[1].model.infeasible) or getattr(lp[2], "status", None) == 2)
-            status = Status.INFEASIBLE if proven else Status.NO_PLAN_FOUND
-            msg.append("no plan fits the budget: the aggregated relaxation is infeasible" if proven
-                       else "no candidate plan fits (not proven: the exact model was not built)")
-            return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
-                        problem_key=problem.key,
-                        info=SolveInfo(status, lower_bound=None if proven else bound, wall_s=wall(),
-                                       model_size=size, message="; ".join(msg)))
-        plan = Plan(best.decisions, issue_points=best.issue_points, d2h_order=best.d2h_order,
-                    planner=self.name, params=self.params, problem_key=problem.key)
-        gap = _gap(obj, bound)
-        status = Status.OPTIMAL if gap is not None and gap <= self.mip_rel_gap else Status.FEASIBLE
-        return plan.with_info(status=status, objective=obj, lower_bound=min(bound, obj), gap=gap,
-                              wall_s=wall(), model_size=size, message="; ".join(msg))
-
     def _improved_warm(self, problem, warm, src, until):
         """The warm start after the incumbent search (``improve``, within ``improve_sims`` and
         ``until``), and its source."""
@@ -348,18 +271,6 @@ class MilpPlanner:
             return warm, src
         return (Plan(better.decisions, issue_points=better.issue_points, planner=self.name, params=self.params,
                      problem_key=problem.key), f"the incumbent search (from {src}: {note})")
-
-    def _aggregate_plan(self, problem, agg, res):
-        """The decisions of the aggregated MILP's incumbent as a plan (None when it has none or
-        they use a choice the planner forbids)."""
-        x = getattr(res, "x", None)
-        if x is None:
-            return None
-        dec = _decisions(problem, x, agg.swap, agg.rec)
-        if (not self.allow_swap and Decision.SWAP in dec.values()) or \
-                (not self.allow_recompute and Decision.RECOMPUTE in dec.values()):
-            return None
-        return Plan(dec, planner=self.name, params=self.params, problem_key=problem.key)
 
     def _fallback(self, problem, warm, src, bound, size, wall, message, status=Status.TIME_LIMIT):
         """The warm start (a plan that fits) with ``status`` (FEASIBLE for ERROR), a certified bound
