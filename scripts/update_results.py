@@ -112,8 +112,8 @@ def run_sweep(name: str, out: Path) -> tuple[str, float]:
                   "search (slack's switch variants and two-tensor moves, within the time limit; docs/milp.md "
                   "section 7, item 4); `milp plan is` names the heuristic whose run it equals (same step time "
                   "and decision counts), so such a row is no independent check of that heuristic, or `own` "
-                  "when the search found a faster plan than every heuristic of the row. What the planner certifies is `ceiling` (ideal step / its certified "
-                  "bound, the aggregated MILP's dual bound or the LP bound below: no plan of any planner "
+                  "when the search found a faster plan than every heuristic of the row. What the planner "
+                  "certifies is `ceiling` (ideal step / its certified bound, the aggregated MILP's dual bound or the LP bound below: no plan of any planner "
                   "has a higher throughput ratio in this simulator) and `proven gap` (1 - bound / step of "
                   "its plan). The exact MILP runs on small problems (tests/test_milp.py, "
                   "notebooks/02_heuristic_vs_exact.ipynb).",

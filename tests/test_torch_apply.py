@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 from exec_models import build  # noqa: E402
 
 from slackswap import Decision, Plan, PlanError, Problem, planners  # noqa: E402
-from slackswap.errors import ExecutionError  # noqa: E402
+from slackswap.errors import ConfigError, ExecutionError  # noqa: E402
 from slackswap.timeline.schedule import compile_schedule  # noqa: E402
 from slackswap.torch import (  # noqa: E402
     _ledger,  # noqa: E402
@@ -193,3 +193,13 @@ def test_recompute_chains_deeper_than_the_python_recursion_limit():
     torch.testing.assert_close(grad, x[0].grad, rtol=0, atol=0)
     assert stats.recomputed_ops >= 399
     assert sys.getrecursionlimit() == limit   # restored after the step
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_host_lead_must_be_a_positive_integer(bad):
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh())
+    x = (torch.randn(2, 4),)
+    graph = trace(net, x, device="cpu")
+    plan = Plan({t.id: Decision.KEEP for t in graph.planning_tensors()})
+    with pytest.raises(ConfigError, match=r"host_lead: must be None or an integer >= 1; got"):
+        apply(net, plan, graph, host_lead=bad)

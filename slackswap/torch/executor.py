@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import ExecutionError
+from ..errors import ConfigError, ExecutionError
 from ..plan import Decision
 from . import _ledger
 from ._check import check_plan
@@ -65,7 +65,7 @@ class Execution:
                  host_lead=None):
         if host_lead is not None and (isinstance(host_lead, bool) or not isinstance(host_lead, int)
                                       or host_lead < 1):
-            raise ExecutionError(f"host_lead: must be None or an integer >= 1; got {host_lead!r}")
+            raise ConfigError(f"host_lead: must be None or an integer >= 1; got {host_lead!r}")
         check_plan(plan, graph)
         self.model, self.plan, self.graph, self.info = model, plan, graph, graph.spec
         self.dec = dict(plan.decisions)
@@ -112,8 +112,6 @@ class Execution:
         self._stack = contextlib.ExitStack()
         if self.rec is not None:
             self._stack.enter_context(self.rec)
-        self._stack.enter_context(torch.autograd.graph.saved_tensors_hooks(self._pack_hook, self._unpack_hook))
-        if self.rec is not None:
             # a recompute rebuilds its missing inputs first, recursively (a few Python frames per
             # level): a chain of recomputed tensors through every layer is deeper than Python's
             # default limit of 1000 frames; the bound is the number of ops the step can record
@@ -121,6 +119,7 @@ class Execution:
             need = old + _FRAMES_PER_REBUILD * max(len(self.info.aten_ops or ()), len(self.graph.ops))
             sys.setrecursionlimit(need)
             self._stack.callback(sys.setrecursionlimit, old)
+        self._stack.enter_context(torch.autograd.graph.saved_tensors_hooks(self._pack_hook, self._unpack_hook))
         return self
 
     def __exit__(self, *exc):
@@ -138,20 +137,18 @@ class Execution:
 
     # ---- forward ----
     def _pack_hook(self, t):
-        if self.rec is None:
-            return self._pack(t)
-        was, self.rec.active = self.rec.active, False
-        try:
-            return self._pack(t)
-        finally:
-            self.rec.active = was and not self.backward
+        return self._unrecorded(self._pack, t)
 
     def _unpack_hook(self, h):
+        return self._unrecorded(self._unpack, h)
+
+    def _unrecorded(self, fn, x):
+        """``fn(x)`` with the forward recorder paused: the hooks' own ops are not the step's."""
         if self.rec is None:
-            return self._unpack(h)
+            return fn(x)
         was, self.rec.active = self.rec.active, False
         try:
-            return self._unpack(h)
+            return fn(x)
         finally:
             self.rec.active = was and not self.backward
 
@@ -165,9 +162,7 @@ class Execution:
             raise ExecutionError(f"model: the step saves more tensors than its trace ({len(order)}); "
                                  "the model or its input shapes differ from the traced ones")
         self.stats.packs += 1
-        if self.cuda:
-            self._reap()
-            self._throttle()
+        self._host_point()
         tid = order[k]
         if tid < 0:
             return t
@@ -289,9 +284,7 @@ class Execution:
         return out
 
     def _open_stage(self, stage, node):
-        if self.cuda:
-            self._reap()
-            self._throttle()
+        self._host_point()
         self.stage = (stage, node)
         self.stage_first = self.step
         self.stage_uses = []
@@ -376,11 +369,15 @@ class Execution:
             return self._fetch(key[1])
         return self._rebuild(ref.rec, ref.version, key)
 
-    def _throttle(self):
-        """With ``host_lead``: let the host run at most that many saves (forward) or backward
-        stages ahead of the compute stream. The allocator frees a swapped tensor when its copy
+    def _host_point(self):
+        """At each save (forward) and backward stage, on CUDA: drop the sources of finished
+        copies (``_reap``) and, with ``host_lead``, let the host run at most that many such
+        points ahead of the compute stream. The allocator frees a swapped tensor when its copy
         ends on the GPU but allocates at the host's pace: a host far ahead of the GPU holds the
         memory of copies still running next to memory the simulator allocates later."""
+        if not self.cuda:
+            return
+        self._reap()
         if self.host_lead is None:
             return
         ev = torch.cuda.Event()

@@ -15,9 +15,10 @@ from .planner import _decisions, _gap
 
 def beyond_exact(self, problem, warm, src, wall, deadline):
     """Too large for the exact model: the best of the warm start and the aggregated MILP's
-    decisions, then the incumbent search from it (``improve``), judged by the simulator, with the certified bound of the aggregated relaxation
-    (its LP, then its MILP dual bound after ``aggregate_nodes`` branch-and-bound nodes) and the
-    proven gap. INFEASIBLE only when the relaxation is infeasible (then no plan fits)."""
+    decisions, then the incumbent search from it (``improve``), judged by the simulator, with the
+    certified bound of the aggregated relaxation (its LP, then its MILP dual bound after
+    ``aggregate_nodes`` branch-and-bound nodes) and the proven gap. INFEASIBLE only when the
+    relaxation is infeasible (then no plan fits)."""
     from ...bounds import aggregate_bound, lower_bound
 
     n = len(problem.planning_ids)

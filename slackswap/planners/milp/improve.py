@@ -55,6 +55,23 @@ def variants(problem, allow_swap: bool, allow_recompute: bool, until: float | No
     return out
 
 
+def _pair_moves(cur: dict, ids: list, size: dict, ok):
+    """The two-tensor moves of ``cur`` (module doc) in scan order, ``(a, da, c, dc)``; reads
+    ``cur`` as it changes, so a move made during the scan is seen by the rest of it."""
+    for a in ids:
+        if cur[a] is K:
+            continue
+        for da in (K, S, R):
+            if da is cur[a] or not ok(a, da):
+                continue
+            for c in ids:
+                if c == a or cur[c] is R or 2 * size[c] < size[a]:
+                    continue
+                for dc in (S, R):
+                    if dc is not cur[c] and ok(c, dc) and cur[a] is not da:
+                        yield a, da, c, dc
+
+
 def pair_search(problem, decisions: dict, step_s: float, *, allow_swap: bool = True,
                 allow_recompute: bool = True, max_sims: int = 2000, until: float | None = None):
     """First-improvement local search over two-tensor moves (module doc) from ``decisions``
@@ -73,24 +90,14 @@ def pair_search(problem, decisions: dict, step_s: float, *, allow_swap: bool = T
     improved = True
     while improved:
         improved = False
-        for a in ids:
-            if cur[a] is K:
-                continue
-            for da in (K, S, R):
-                if da is cur[a] or not ok(a, da):
-                    continue
-                for c in ids:
-                    if c == a or cur[c] is R or 2 * size[c] < size[a]:
-                        continue
-                    for dc in (S, R):
-                        if dc is cur[c] or not ok(c, dc) or cur[a] is da:
-                            continue
-                        if judge.left <= 0 or (until is not None and time.perf_counter() >= until):
-                            return cur, best, moves, judge.calls
-                        cand = {**cur, a: da, c: dc}
-                        s, _ = judge.score(cand, issue_points(problem, cand, "auto"), prefilter=True)
-                        if s < best * (1 - 1e-12):
-                            cur, best, moves, improved = cand, s, moves + 1, True
+        for a, da, c, dc in _pair_moves(cur, ids, size, ok):
+            if judge.left <= 0 or (until is not None and time.perf_counter() >= until):
+                return cur, best, moves, judge.calls
+            cand = {**cur, a: da, c: dc}
+            s, _ = judge.score(cand, issue_points(problem, cand, "auto"), prefilter=True)
+            if s < best * (1 - 1e-12):
+                cur[a], cur[c] = da, dc        # in place: the scan goes on from the new plan
+                best, moves, improved = s, moves + 1, True
     return cur, best, moves, judge.calls
 
 
