@@ -44,4 +44,5 @@ class PlanFile(Schema):
     decisions: dict[TensorId, DecisionText]
     issue_points: dict[TensorId, NonNegInt] = Field(default_factory=dict)
     d2h_order: list[NonNegInt] | None = None
+    hold_points: dict[TensorId, NonNegInt] = Field(default_factory=dict)
     info: InfoFile = Field(default_factory=InfoFile)

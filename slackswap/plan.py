@@ -1,5 +1,5 @@
 """Plans: a decision (KEEP, SWAP, RECOMPUTE) for every planning tensor, plus optional prefetch
-issue points and D2H order; ``validate(problem, plan)`` and a versioned JSON round trip.
+issue points, D2H order and hold points (multi-level recompute, docs/timeline.md section 3); ``validate(problem, plan)`` and a versioned JSON round trip.
 
 Issue points are *backward stages*: stage ``j`` is the backward op of forward op ``j`` together
 with the recompute steps run just before it. Stages run from ``n_ops - 1`` (the first, at the start
@@ -79,6 +79,7 @@ class Plan:
     params: Mapping[str, Any] = field(default_factory=dict)
     info: SolveInfo = field(default_factory=SolveInfo)
     problem_key: str | None = None
+    hold_points: Mapping[int, int] = field(default_factory=dict)
 
     def __post_init__(self):
         if not isinstance(self.decisions, Mapping):
@@ -90,6 +91,10 @@ class Plan:
         object.__setattr__(self, "decisions", decisions)
         object.__setattr__(self, "issue_points", {_int(k, f"Plan.issue_points[{k!r}]"): _int(v, f"Plan.issue_points[{k!r}]")
                                                   for k, v in self.issue_points.items()})
+        if not isinstance(self.hold_points, Mapping):
+            raise PlanError(f"Plan(hold_points): expected a dict {{tensor id: stage}}; got {_short(self.hold_points)}")
+        object.__setattr__(self, "hold_points", {_int(k, f"Plan.hold_points[{k!r}]"): _int(v, f"Plan.hold_points[{k!r}]")
+                                                 for k, v in self.hold_points.items()})
         if self.d2h_order is not None:
             if isinstance(self.d2h_order, (str, bytes, Mapping)) or not hasattr(self.d2h_order, "__iter__"):
                 raise PlanError(f"Plan(d2h_order): expected a list of tensor ids; got {_short(self.d2h_order)}")
@@ -109,7 +114,7 @@ class Plan:
     # ---- JSON ----
     def to_dict(self) -> dict:
         info = self.info
-        return {
+        out = {
             "schema_version": SCHEMA_VERSION,
             "problem_key": self.problem_key,
             "planner": self.planner,
@@ -121,6 +126,9 @@ class Plan:
                      "gap": info.gap, "wall_s": info.wall_s, "model_size": dict(info.model_size),
                      "message": info.message},
         }
+        if self.hold_points:   # absent from single-level plans: their files are unchanged
+            out["hold_points"] = {str(t): k for t, k in sorted(self.hold_points.items())}
+        return out
 
     def save(self, path) -> None:
         user_path(path).write_text(json.dumps(self.to_dict(), indent=1))
@@ -135,7 +143,7 @@ class Plan:
         info = SolveInfo(status=Status(i.status), objective=i.objective, lower_bound=i.lower_bound, gap=i.gap,
                          wall_s=i.wall_s, model_size=dict(i.model_size), message=i.message)
         return cls(decisions=doc.decisions, issue_points=doc.issue_points, d2h_order=doc.d2h_order,
-                   planner=doc.planner, params=doc.params, info=info, problem_key=doc.problem_key)
+                   hold_points=doc.hold_points, planner=doc.planner, params=doc.params, info=info, problem_key=doc.problem_key)
 
     @classmethod
     def load(cls, path) -> Plan:
@@ -178,8 +186,8 @@ def problem_key(graph) -> str:
 
 def validate(problem, plan: Plan) -> None:
     """Raise ``PlanError`` unless ``plan`` decides every planning tensor of ``problem`` exactly
-    once, swaps only swappable and recomputes only recomputable tensors, and its issue points and
-    D2H order are in range."""
+    once, swaps only swappable and recomputes only recomputable tensors, and its issue points,
+    hold points and D2H order are in range."""
     from .problem import Problem
     from .schema import check_type
 
@@ -210,6 +218,16 @@ def validate(problem, plan: Plan) -> None:
             raise PlanError(f"plan.issue_points[{t}]: only swapped tensors have an issue point")
         if not 0 <= k <= n - 1:
             raise PlanError(f"plan.issue_points[{t}]: stage {k} out of range 0..{n - 1}")
+    for t, k in plan.hold_points.items():
+        if not 0 <= t < len(g.tensors):
+            raise PlanError(f"plan.hold_points[{t}]: no tensor {t} in {g.name!r} (ids 0..{len(g.tensors) - 1})")
+        ten = g.tensors[t]
+        if ten.producer is None or plan.decisions.get(t, Decision.RECOMPUTE) is not Decision.RECOMPUTE:
+            what = "a step input" if ten.producer is None else f"a {plan.decisions[t].value.upper()} tensor"
+            raise PlanError(f"plan.hold_points[{t}] ({ten.name}): {what} is never regenerated; hold points "
+                            "are for RECOMPUTE tensors and tensors no op saves")
+        if not 0 <= k <= n - 1:
+            raise PlanError(f"plan.hold_points[{t}]: stage {k} out of range 0..{n - 1}")
     if plan.d2h_order is not None:
         swaps = set(plan.ids(Decision.SWAP))
         if len(plan.d2h_order) != len(set(plan.d2h_order)) or set(plan.d2h_order) != swaps:

@@ -89,8 +89,11 @@ def test_dp_single_level_optimum_by_enumeration():
             r = simulate(p, Plan(dict(zip(ids, bits, strict=True))))
             if r.fits:
                 best = min(best, r.step_time_s)
-        plan = planners.get("dp-checkpoint").plan(p)
+        plan = planners.get("dp-checkpoint", multilevel=False).plan(p)
         assert simulate(p, plan).step_time_s == best
+        plan = planners.get("dp-checkpoint").plan(p)   # multi-level only where nothing above fits
+        assert bool(plan.hold_points) == math.isinf(best)
+        assert simulate(p, plan).fits and (math.isinf(best) or simulate(p, plan).step_time_s == best)
 
 
 def test_dp_unlimited_budget_is_keep_all():

@@ -136,13 +136,13 @@ class FunctionPlanner:
 
 def make_plan(problem, decisions: dict, planner: str, params: dict, t0: float, *,
               issue_points=None, status: Status | None = None, message: str = "",
-              judge: bool = True) -> Plan:
+              judge: bool = True, hold_points=None) -> Plan:
     """Assemble a ``Plan``; with ``judge`` the simulator sets status FEASIBLE or INFEASIBLE and
     the objective (step seconds)."""
     from ..timeline import simulate
 
     plan = Plan(decisions, issue_points=issue_points or {}, planner=planner, params=params,
-                problem_key=problem.key)
+                problem_key=problem.key, hold_points=hold_points or {})
     if judge:
         r = simulate(problem, plan, detail=False)
         st = status or (Status.FEASIBLE if r.feasible and r.fits else Status.INFEASIBLE)

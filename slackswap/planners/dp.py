@@ -44,7 +44,7 @@ from functools import cache
 from ..errors import SlackSwapError
 from ..plan import Decision, Plan
 from ..schema import PosInt, Schema
-from . import _chain
+from . import _chain, _multilevel
 from .base import Tags, check_params, make_plan, register
 
 FULL, CKPT, NONE = "full", "ckpt", "none"
@@ -206,9 +206,11 @@ class DPCheckpoint:
 
     class Params(Schema):
         max_rounds: PosInt = 20
+        multilevel: bool = True
 
-    def __init__(self, max_rounds: int = 20):
-        self.max_rounds = check_params("dp-checkpoint", self.Params, max_rounds=max_rounds).max_rounds
+    def __init__(self, max_rounds: int = 20, multilevel: bool = True):
+        p = check_params("dp-checkpoint", self.Params, max_rounds=max_rounds, multilevel=multilevel)
+        self.max_rounds, self.multilevel = p.max_rounds, p.multilevel
 
     def plan(self, problem) -> Plan:
         t0 = time.perf_counter()
@@ -226,11 +228,18 @@ class DPCheckpoint:
                 break
             over = _chain.simulate_plan(free, cand).peak_bytes - problem.budget_bytes
             limit = min(limit, m.c0 + _model_peak(m, states)) - max(over, 1)
+        hold, params = {}, {"max_rounds": self.max_rounds, "multilevel": self.multilevel}
+        if dec is None and self.multilevel:   # no single-level plan fits: re-run blocks more than once
+            found = _multilevel.best_plan(problem, m, [m.cost[b, CKPT, False] for b in range(len(m.bl))])
+            if found is not None:
+                dec, hold, slots = found
+                return make_plan(problem, dec, self.name, params, t0, hold_points=hold,
+                                 message=f"multi-level: {slots} slots (no single-level plan fits)")
         if dec is None:   # nothing fits: the least-peak checkpoint plan (status INFEASIBLE)
             opts = [states_decisions(problem, m, [CKPT] * len(m.bl)),
                     _chain.checkpoint_decisions(problem, _chain.sqrt_checkpoints(len(m.bl)), m.bl)]
             dec = min(opts, key=lambda d: _chain.simulate_plan(free, d).peak_bytes)
-        return make_plan(problem, dec, self.name, {"max_rounds": self.max_rounds}, t0)
+        return make_plan(problem, dec, self.name, params, t0)
 
 
 def _model_peak(m: _Model, states: list[str]) -> float:

@@ -37,7 +37,7 @@ class Schedule:
     swap_fwd: dict[int, tuple[int, int]] = field(default_factory=dict)
     swap_bwd: dict[int, tuple[int, int]] = field(default_factory=dict)
     stage_first_step: dict[int, int] = field(default_factory=dict)
-    recomputed: list[int] = field(default_factory=list)  # op ids re-run in the backward pass
+    recomputed: list[int] = field(default_factory=list)  # op ids re-run in the backward pass (per re-run)
     reads: list[tuple[int, ...]] = field(default_factory=list)  # per step: tensors it reads, in order
     tensor_spans: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # fixed lives per tensor id
 
@@ -66,8 +66,11 @@ class Schedule:
                                                     graph.ops[graph.tensors[t].producer].outputs.index(t)))
 
 
-def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
-    """Build the ``Schedule`` of ``graph`` under ``decisions`` (planning tensor id -> Decision)."""
+def compile_schedule(graph: Graph, decisions: dict[int, Decision],
+                     hold_points: dict[int, int] | None = None) -> Schedule:
+    """Build the ``Schedule`` of ``graph`` under ``decisions`` (planning tensor id -> Decision)
+    and ``hold_points`` (tensor id -> stage from which a regenerated copy is held; above it a copy
+    is freed after its last read in its stage: multi-level recompute, docs/timeline.md 3)."""
     ops, tensors = graph.ops, graph.tensors
     n = len(ops)
     kinds: list[str] = [FWD] * n
@@ -85,7 +88,9 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
     resident: set[int] = set()
     spans: dict[int, list[tuple[int, int]]] = {}
     swap_fwd: dict[int, tuple[int, int]] = {}
-    bwd_alloc: dict[int, int] = {}      # tensor -> step it (re)appears in the backward pass
+    bwd_alloc: dict[int, list[int]] = {}  # tensor -> steps it (re)appears in the backward pass
+    hold = hold_points or {}
+    transient: list[int] = []           # copies made in this stage that end with it
     keep_from: dict[int, int] = {}      # KEEP tensors: producer step
     for t in tensors:
         if t.producer is None:
@@ -133,7 +138,9 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
         for y in op.outputs:
             if y not in resident and dec(y) is not Decision.SWAP and dec(y) is not Decision.KEEP:
                 resident.add(y)
-                bwd_alloc[y] = s
+                bwd_alloc.setdefault(y, []).append(s)
+                if cur_stage[0] > hold.get(y, n - 1):
+                    transient.append(y)
                 use_steps.setdefault(y, []).append(s)   # alive at least during its re-run
         if op.workspace_bytes:
             intervals.append((s, s, op.workspace_bytes, f"ws:{op.name}"))
@@ -156,6 +163,8 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
                 intervals.append((grad_from[y], s, tensors[y].bytes, f"grad:{tensors[y].name}"))
         if op.workspace_bytes:
             intervals.append((s, s, op.workspace_bytes, f"ws:{op.name}"))
+        resident.difference_update(transient)
+        transient.clear()
     cur_stage[0] = -1
     s_opt = add_step(OPT, -1)
     last_step = s_opt
@@ -174,9 +183,11 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision]) -> Schedule:
                 swap_bwd[t.id] = (min(u), max(u))
                 for s in set(u):
                     uses[s].append(t.id)
-        elif t.id in bwd_alloc:
-            intervals.append((bwd_alloc[t.id], max(u), t.bytes, f"re:{t.name}"))
-            spans.setdefault(t.id, []).append(intervals[-1][:2])
+        elif t.id in bwd_alloc:   # each copy lives until the last read before the next copy
+            starts = bwd_alloc[t.id]
+            for a, nxt in zip(starts, [*starts[1:], last_step + 1], strict=True):
+                intervals.append((a, max(x for x in u if a <= x < nxt), t.bytes, f"re:{t.name}"))
+                spans.setdefault(t.id, []).append(intervals[-1][:2])
     for s in range(len(uses)):
         uses[s].sort()
     reads = [tuple(dict.fromkeys(ops[o].saves if k == BWD else ops[o].inputs)) if o >= 0 else ()

@@ -101,7 +101,7 @@ def issue_points(problem, plan: Plan) -> dict[int, int]:
     """The issue point (backward stage) of every swapped tensor of ``plan`` as ``simulate`` uses
     it: the plan's own where it gives one, else the default of docs/timeline.md section 3."""
     validate(problem, plan)
-    sched = compile_schedule(problem.graph, plan.decisions)
+    sched = compile_schedule(problem.graph, plan.decisions, plan.hold_points)
     sizes = [t.bytes for t in problem.graph.tensors]
     return _issue_points(sched, plan, sizes, float(problem.budget_bytes))[1]
 
@@ -116,7 +116,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
     validate(problem, plan)
     g, c = problem.graph, problem.costs
     budget = float(problem.budget_bytes)
-    sched = compile_schedule(g, plan.decisions)
+    sched = compile_schedule(g, plan.decisions, plan.hold_points)
     sizes = [t.bytes for t in g.tensors]
     n = sched.n_fwd
     steps = sched.n_steps

@@ -15,6 +15,10 @@ def check_plan(plan, graph) -> None:
     if plan.problem_key is not None and plan.problem_key != problem_key(graph):
         raise PlanError(f"plan: made for another graph (key {plan.problem_key}, {graph.name!r} has "
                         f"{problem_key(graph)})")
+    if plan.hold_points:
+        raise PlanError("plan.hold_points: the executor runs single-level plans only (each recomputed "
+                        "tensor rebuilt once); multi-level recompute is simulated, not executed yet "
+                        "(docs/executor.md); plan without hold points, e.g. dp-checkpoint with multilevel=False")
     planning = {t.id for t in graph.planning_tensors()}
     if set(plan.decisions) != planning:
         miss, extra = sorted(planning - set(plan.decisions)), sorted(set(plan.decisions) - planning)
