@@ -4,19 +4,11 @@
 
 1. **ideal** (always): every plan runs every forward and backward op once and the optimizer, on one
    compute stream: ``step >= sum fwd_s + sum bwd_s + optimizer_s`` (docs/timeline.md 1).
-2. **LP relaxation** (problems with at most ``lp_max_tensors`` planning tensors): the linear
-   relaxation of the exact MILP (docs/milp.md) with H2D timed at the full-duplex rate and without
-   its production-order D2H rows (``d2h_fifo``). That MILP's optimum is <= the simulated time of
-   every plan (its feasible set contains every plan with every issue point and every
-   ``d2h_order``: each copy still starts after its producer, and a memory wait for a prefix of any
-   D2H order is one of the waits it allows; a slower duplex rate only delays copies: the timeline
-   is monotone, max-plus), so its relaxation is a bound too. Skipped when the MILP had to be
-   narrowed (capped trees).
-
-3. **PCIe capacity** (always, any size; ``capacity_bound``): at the start of every forward step and
+2. **PCIe capacity** (always, any size; ``capacity_bound``): at the start of every forward step and
    of the first backward step, the accounted memory (docs/timeline.md 4) must fit the budget. Under
    keep-all it is ``A(s)``; a plan can only lower it by recomputing tensors whose forward use is
-   over (each re-run op ``p`` costs its forward time ``c_p`` once and frees at most the bytes
+   over (each re-run op ``p`` costs its forward time ``c_p`` at least once, more often with hold
+   points, and frees at most the bytes
    ``B_p`` of its recomputable outputs) or by swapped sources whose D2H copy has ended, and the D2H
    engine moves at most ``bw * t`` bytes by time ``t``. So the extra time ``E = step - ideal`` (stall
    plus recompute) satisfies, for every such step ``s`` reached at ``T_s + sigma`` (forward time
@@ -28,12 +20,13 @@
    a fractional knapsack solved exactly by sorting (``T_s - T_j`` with ``T_j`` replaced by the end
    ``E_j = T_{j+1} + sigma_j`` of op ``j``, after which the outputs of ops ``>= j`` are copied).
 
-   **3b. Aggregated relaxation** (``slackswap/mip/aggregate.py``, every size, about a
+   **2b. Aggregated relaxation** (``slackswap/mip/aggregate.py``, every size, about a
    second on the full-size models): the same capacities at every forward *and backward* step at
    once, with one variable per decision (re-run op, RECOMPUTE, SWAP) shared by all steps, the
    recompute that can run before the first backward step (the closure of what the last op saves,
    not all recompute), and the round trip of every swapped tensor (copied out and back before its
-   first backward use). Every plan maps to a feasible point of equal or lower objective, so its
+   first backward use), and with hold points the tensors a multi-level plan frees between two of
+   their uses. Every plan maps to a feasible point of equal or lower objective, so its
    LP optimum is a bound (``aggregate_bound``); with integral decisions it is a small MILP whose
    solver dual bound is one too (the MILP planner uses it above ``max_exact_tensors``). The rows
    and why each holds are in that module's docstring and docs/milp.md section 7.
@@ -44,37 +37,33 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from .mip.aggregate import bandwidth, needs
 
 
-def lower_bound(problem, lp_max_tensors: int = 12) -> tuple[float, str]:
-    """A certified lower bound (seconds) on ``simulate(problem, plan).step_time_s`` for every plan:
-    the best of the ideal step, the PCIe-capacity bound and (small problems only, it is slow) the
-    LP relaxation of the exact MILP."""
+def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[float, str]:
+    """A certified lower bound (seconds) on ``simulate(problem, plan).step_time_s`` for every plan
+    (any issue points, D2H order and hold points): the better of the ideal step and the
+    PCIe-capacity bound. ``integral_time_limit_s`` (opt-in, slower): also the dual bound of the
+    aggregated relaxation with integral decisions, after at most that many seconds.
+
+    The LP relaxation of the exact MILP is not one of them: it describes plans without hold
+    points only, and a multi-level plan can be faster
+    (``test_the_exact_milps_relaxation_does_not_bound_multi_level_plans``)."""
+    if integral_time_limit_s is not None and (isinstance(integral_time_limit_s, bool)
+                                              or not isinstance(integral_time_limit_s, (int, float))
+                                              or not integral_time_limit_s > 0):
+        from .errors import ConfigError
+
+        raise ConfigError(f"lower_bound(integral_time_limit_s): seconds > 0 or None; got {integral_time_limit_s!r}")
     best, how = float(problem.ideal_step_s), "ideal step (every op once, no stall)"
     cap = capacity_bound(problem)
     if cap > best:
         best, how = cap, "PCIe-capacity bound (recompute or copy out what exceeds the budget)"
-    if len(problem.planning_ids) <= lp_max_tensors and math.isfinite(problem.budget_bytes):
-        from .mip.backends import solve_highs
-        from .mip.formulation import build
-
-        p = problem
-        if problem.costs.duplex_factor < 1:
-            p = replace(problem, costs=replace(problem.costs, duplex_factor=1.0))
-        try:
-            built = build(p, d2h_fifo=False)
-        except ValueError:
-            return best, how
-        if built.narrowed:
-            return best, how
-        res = solve_highs(built.model, relax=True)
-        if res.status == "optimal" and res.objective is not None:
-            lp = res.objective * built.tau * (1 - 1e-9)
-            if lp > best:
-                best, how = lp, "LP relaxation of the exact MILP (any D2H order)"
+    if integral_time_limit_s is not None:
+        agg = problem.ideal_step_s + aggregate_bound(problem, integral=True, time_limit_s=integral_time_limit_s)[0]
+        if agg > best:
+            best, how = agg, "aggregated relaxation, integral decisions (solver dual bound)"
     return best, how
 
 

@@ -128,10 +128,31 @@ def _base_problem(spec: RunSpec):
     return key, _PROBLEMS[key]
 
 
-DEFAULT_BOUND = {"lp_max_tensors": 0}
+DEFAULT_BOUND: dict = {}
 """``lower_bound`` keyword arguments for ``bound=True``: the ideal step and the capacity bound (the
-LP of the aggregated relaxation, about a second on a full-size model). The LP relaxation of the
-exact MILP is opt-in (``bound={"lp_max_tensors": 40}``): it takes minutes on ``tiny``."""
+LP of the aggregated relaxation, about a second on a full-size model). The aggregated MILP's dual
+bound is opt-in (``bound={"integral_time_limit_s": 10}``)."""
+
+
+def _bound_kwargs(bound) -> dict | None:
+    """``bound`` (False, True or a dict of ``lower_bound`` keyword arguments) as keyword arguments,
+    checked: an unknown key is a ``ConfigError`` naming the allowed ones."""
+    if not bound:
+        return None
+    if bound is True:
+        return dict(DEFAULT_BOUND)
+    if not isinstance(bound, dict):
+        raise ConfigError(f"bound: True, False or a dict of lower_bound keyword arguments; got {bound!r}")
+    allowed = ("integral_time_limit_s",)
+    bad = sorted(set(bound) - set(allowed))
+    if bad:
+        raise ConfigError(f"bound: unknown key(s) {', '.join(map(str, bad))}; allowed: {', '.join(allowed)}"
+                          + (" (lp_max_tensors was removed: the exact MILP's relaxation does not bound "
+                             "multi-level plans, docs/milp.md section 5)" if "lp_max_tensors" in bound else ""))
+    v = bound.get("integral_time_limit_s")
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
+        raise ConfigError(f"bound.integral_time_limit_s: seconds > 0 or None; got {v!r}")
+    return dict(bound)
 
 
 @lru_cache(maxsize=64)
@@ -203,7 +224,7 @@ def _run_one(spec: RunSpec) -> dict:
         problem = base.with_budget(spec.budget)
         row.budget_bytes = float(problem.budget_bytes)
         row.budget = round(problem.budget_bytes / problem.keep_all_peak, 6)
-        kw = None if not spec.bound else DEFAULT_BOUND if spec.bound is True else spec.bound
+        kw = _bound_kwargs(spec.bound)
         bound = None if kw is None else \
             (lambda: _bound(setting, float(problem.budget_bytes), json.dumps(kw, sort_keys=True)))
         _plan_and_judge(row, problem, spec.planner, spec.params, bound)
@@ -272,7 +293,7 @@ def run_problems(problems, planners, *, planner_params=None, bound: bool | dict 
     from . import __version__
 
     items = list(problems.items()) if isinstance(problems, dict) else [(p.graph.name, p) for p in problems]
-    kw = None if not bound else DEFAULT_BOUND if bound is True else dict(bound)
+    kw = _bound_kwargs(bound)
     rows = []
     todo = [(name, p, v) for name, p in items for v in variants(planners, planner_params)]
     for k, (name, p, (label, planner, params)) in enumerate(todo, 1):
@@ -390,6 +411,7 @@ def sweep(models, hardware, budgets, planners, *, overrides=None, planner_params
     """
     import pandas as pd
 
+    _bound_kwargs(bound)      # a bad ``bound`` fails before any run starts
     specs = grid(models, hardware, budgets, planners, overrides=overrides, planner_params=planner_params,
                  link=link, bound=bound, max_runs=max_runs)
     cache_dir = user_path(cache) if cache is not None else None

@@ -93,8 +93,10 @@ class Plan:
                                                   for k, v in self.issue_points.items()})
         if not isinstance(self.hold_points, Mapping):
             raise PlanError(f"Plan(hold_points): expected a dict {{tensor id: stage}}; got {_short(self.hold_points)}")
-        object.__setattr__(self, "hold_points", {_int(k, f"Plan.hold_points[{k!r}]"): _int(v, f"Plan.hold_points[{k!r}]")
-                                                 for k, v in self.hold_points.items()})
+        object.__setattr__(self, "hold_points", {
+            _int(k, f"Plan.hold_points[{k!r}]", "tensor id as the key"):
+            _int(v, f"Plan.hold_points[{k!r}]", "backward stage as the value (docs/timeline.md section 3)")
+            for k, v in self.hold_points.items()})
         if self.d2h_order is not None:
             if isinstance(self.d2h_order, (str, bytes, Mapping)) or not hasattr(self.d2h_order, "__iter__"):
                 raise PlanError(f"Plan(d2h_order): expected a list of tensor ids; got {_short(self.d2h_order)}")
@@ -156,14 +158,14 @@ def _short(x) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _int(x, field: str) -> int:
+def _int(x, field: str, what: str = "tensor id or stage") -> int:
     """A tensor id or stage: an int (numpy ints too) or a string of digits; never a bool or float."""
     if isinstance(x, bool) or isinstance(x, float):
-        raise PlanError(f"{field}: expected an integer tensor id or stage; got {x!r}")
+        raise PlanError(f"{field}: expected an integer {what}; got {x!r}")
     try:
         return int(x)
     except (TypeError, ValueError):
-        raise PlanError(f"{field}: expected an integer tensor id or stage; got {_short(x)}") from None
+        raise PlanError(f"{field}: expected an integer {what}; got {_short(x)}") from None
 
 
 def _jsonable(x):
@@ -225,9 +227,10 @@ def validate(problem, plan: Plan) -> None:
         if ten.producer is None or plan.decisions.get(t, Decision.RECOMPUTE) is not Decision.RECOMPUTE:
             what = "a step input" if ten.producer is None else f"a {plan.decisions[t].value.upper()} tensor"
             raise PlanError(f"plan.hold_points[{t}] ({ten.name}): {what} is never regenerated; hold points "
-                            "are for RECOMPUTE tensors and tensors no op saves")
+                            "are for RECOMPUTE tensors and tensors no op saves (drop this hold point)")
         if not 0 <= k <= n - 1:
-            raise PlanError(f"plan.hold_points[{t}]: stage {k} out of range 0..{n - 1}")
+            raise PlanError(f"plan.hold_points[{t}] ({ten.name}): stage {k} out of range 0..{n - 1} "
+                            f"(the backward stages of {g.name!r}, one per op)")
     if plan.d2h_order is not None:
         swaps = set(plan.ids(Decision.SWAP))
         if len(plan.d2h_order) != len(set(plan.d2h_order)) or set(plan.d2h_order) != swaps:

@@ -48,7 +48,7 @@ def test_capacity_bound_never_exceeds_the_brute_force_optimum(p):
     if best.info.status.value in ("OPTIMAL", "FEASIBLE"):
         r = simulate(p, best, detail=False)
         assert lb <= r.step_time_s * (1 + 1e-9), (lb, r.step_time_s)
-        assert lower_bound(p, lp_max_tensors=0)[0] <= r.step_time_s * (1 + 1e-9)
+        assert lower_bound(p)[0] <= r.step_time_s * (1 + 1e-9)
         # the aggregated MILP (integral decisions): its dual bound is a bound too
         assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10)[0] <= r.step_time_s * (1 + 1e-9)
 
@@ -117,9 +117,10 @@ def test_aggregate_bound_is_ideal_when_keep_all_fits():
 
 @settings(max_examples=150, deadline=None)
 @given(small_problems(), st.data())
-def test_bounds_hold_for_plans_with_any_d2h_order(p, data):
+def test_bounds_hold_for_plans_with_any_d2h_order_and_hold_points(p, data):
     """The bounds of slackswap.bounds (the README's gaps) hold for every plan, whatever its
-    ``d2h_order``: random decisions, the swapped tensors copied out in a random order."""
+    ``d2h_order`` and hold points: random decisions, the swapped tensors copied out in a random
+    order, random hold points (multi-level recompute) on the tensors that can be regenerated."""
     from slackswap import Decision, Plan
 
     g = p.graph
@@ -130,8 +131,10 @@ def test_bounds_hold_for_plans_with_any_d2h_order(p, data):
         dec[t] = data.draw(st.sampled_from(allowed))
     swaps = [t for t in p.planning_ids if dec[t] is Decision.SWAP]
     order = data.draw(st.permutations(swaps))
+    regen = [t.id for t in g.tensors if t.producer is not None and dec.get(t.id, Decision.RECOMPUTE) is Decision.RECOMPUTE]
+    hold = {t: k for t in regen if (k := data.draw(st.sampled_from([None, *range(len(g.ops))]))) is not None}
     try:
-        r = simulate(p, Plan(dec, d2h_order=order, problem_key=p.key), detail=False)
+        r = simulate(p, Plan(dec, d2h_order=order, problem_key=p.key, hold_points=hold), detail=False)
     except SlackSwapError:      # an order that needs a copy before its producer ran
         return
     if not r.fits:
@@ -139,5 +142,77 @@ def test_bounds_hold_for_plans_with_any_d2h_order(p, data):
     step = r.step_time_s * (1 + 1e-9)
     assert capacity_bound(p) <= step
     assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10)[0] <= step
-    lb, how = lower_bound(p, lp_max_tensors=12)
+    lb, how = lower_bound(p)
     assert lb <= step, how
+
+
+def test_the_exact_milps_relaxation_does_not_bound_multi_level_plans():
+    """Why ``lower_bound`` no longer uses the LP relaxation of the exact MILP: on this random DAG
+    no plan without hold points fits (brute force), so the exact model describes none of the
+    plans that do, and its relaxation (15.25 s) is above a multi-level plan that reaches the ideal
+    step (15 s: t1 is rebuilt for op3's stage, freed, and rebuilt again for op1's by op0, which
+    takes no time). The bounds of slackswap.bounds stay below it."""
+    from slackswap import Decision, Plan, Status
+    from slackswap.mip.backends import solve_highs
+    from slackswap.mip.formulation import build
+
+    g = random_dag(71, n_ops=5, max_bytes=5)
+    base = CostModel.unit(g, bwd_factor=2.0)
+    costs = dataclasses.replace(base, fwd_s=(0.0, 1.0, 2.0, 0.0, 2.0),
+                                d2h_s=tuple(x * 0.25 + 0.5 for x in base.d2h_s),
+                                h2d_s=tuple(x * 0.25 + 0.5 for x in base.h2d_s))
+    p = Problem(g, costs, budget_bytes=17)
+    assert planners.get("brute").plan(p).info.status is Status.INFEASIBLE
+    r = simulate(p, Plan({1: Decision.RECOMPUTE, 2: Decision.KEEP}, hold_points={1: 0}))
+    assert r.fits and r.step_time_s == p.ideal_step_s == 15.0       # t1's producer op0 takes 0 s
+    built = build(p, d2h_fifo=False)
+    lp = solve_highs(built.model, relax=True).objective * built.tau
+    assert lp == pytest.approx(15.25)
+    assert lower_bound(p)[0] <= 15.0 and capacity_bound(p) <= 15.0
+    assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10)[0] <= 15.0
+
+
+def _gap_graph():
+    """t1 (4 B, not swappable) is saved by op1 and op3; the backward of op2 does not need it."""
+    from slackswap import Graph, Op, Tensor
+
+    T = [Tensor(0, "in", 0, None, kind="input"), Tensor(1, "t1", 4, 0, swappable=False), Tensor(2, "t2", 1, 1),
+         Tensor(3, "t3", 1, 2), Tensor(4, "t4", 1, 3)]
+    O = [Op(0, "op0", 0, "matmul", inputs=(0,), outputs=(1,), saves=(0,)),
+         Op(1, "op1", 1, "matmul", inputs=(1,), outputs=(2,), saves=(1,)),
+         Op(2, "op2", 2, "matmul", inputs=(2,), outputs=(3,), saves=(2,)),
+         Op(3, "op3", 3, "matmul", inputs=(3, 1), outputs=(4,), saves=(3, 1))]
+    return Graph("gap", tuple(O), tuple(T))
+
+
+def test_aggregate_relaxation_admits_a_tensor_freed_between_two_uses():
+    """At the floor (10 B) no single-level plan fits: t1 would be resident at the backward of op2.
+    A multi-level plan frees it there and rebuilds it for op1 (12 s). The aggregated relaxation's
+    ``y``/``again`` rows keep that plan inside it: without them its LP is infeasible, which the
+    MILP's full-size path would read as "no plan fits"."""
+    from slackswap import Decision, Plan, Status
+
+    g = _gap_graph()
+    p = Problem(g, CostModel.unit(g), budget_bytes=10)
+    assert p.min_feasible_bytes == 10
+    assert planners.get("brute").plan(p).info.status is Status.INFEASIBLE
+    ml = Plan({1: Decision.RECOMPUTE, 2: Decision.RECOMPUTE, 3: Decision.KEEP}, hold_points={1: 0})
+    r = simulate(p, ml)
+    assert r.fits and r.step_time_s == 12.0
+    lp, agg, res = aggregate_bound(p)
+    assert res is not None and res.status == 0 and any(n.startswith("y[") for n in agg.model.names)
+    assert p.ideal_step_s < p.ideal_step_s + aggregate_bound(p, integral=True)[0] <= r.step_time_s
+    assert planners.get("milp", max_exact_tensors=0).plan(p).info.status is not Status.INFEASIBLE
+
+
+def test_lower_bound_options_are_checked():
+    from slackswap import ConfigError, experiments
+
+    p = Problem.build("tiny", "a100-80gb", 0.5, layers=1)
+    for bad in (-1, 0, "10", True):
+        with pytest.raises(ConfigError, match="integral_time_limit_s"):
+            lower_bound(p, integral_time_limit_s=bad)
+    with pytest.raises(ConfigError, match=r"lp_max_tensors.*allowed: integral_time_limit_s"):
+        experiments.sweep(["tiny"], ["a100-80gb"], [0.5], ["slack"], bound={"lp_max_tensors": 40})
+    with pytest.raises(ConfigError, match="bound.integral_time_limit_s"):
+        experiments.sweep(["tiny"], ["a100-80gb"], [0.5], ["slack"], bound={"integral_time_limit_s": -1})

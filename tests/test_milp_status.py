@@ -93,7 +93,7 @@ def test_optimal_is_among_production_order_plans_and_bounds_hold_for_every_order
     assert capacity_bound(p) <= r.step_time_s
     assert p.ideal_step_s + aggregate_bound(p)[0] <= r.step_time_s
     assert p.ideal_step_s + aggregate_bound(p, integral=True)[0] <= r.step_time_s
-    lb, how = lower_bound(p, lp_max_tensors=12)
+    lb, how = lower_bound(p)
     assert lb <= r.step_time_s, how
 
 

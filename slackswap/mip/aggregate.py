@@ -19,12 +19,13 @@ saves ``t`` (its first backward use):
 
 Variables (names as in the LP file):
 
-* ``r[p]`` op ``p`` is re-run in the backward pass (each op at most once); ``x[t]`` tensor ``t``
-  is RECOMPUTE; ``s[t]`` tensor ``t`` is SWAP (binary with ``integral``, else in [0, 1]);
+* ``r[p]`` op ``p`` is re-run in the backward pass (its first re-run); ``x[t]`` tensor ``t`` is
+  RECOMPUTE; ``s[t]`` tensor ``t`` is SWAP (binary with ``integral``, else in [0, 1]); ``y[t]``,
+  ``again[p]``: multi-level recompute (``mem_bwd`` below);
 * ``sigma[k]`` stall before forward step ``k`` (cumulative; ``sigma[n]`` also holds the stall of
   the first backward stage); ``beta[j]`` backward stall before the backward step of op ``j``
-  (cumulative); ``rho`` recompute time, ``rho_first`` recompute time run before the first
-  backward step;
+  (cumulative), plus the time of every repeated re-run before it (hold points); ``rho``
+  first-re-run time, ``rho_first`` recompute time run before the first backward step;
 * ``C[k]`` swapped bytes produced by ops ``< k``; ``M[k] = min_{j<k} (C[j] - bw E_j)`` (a running
   minimum, ``E_j = T_{j+1} + sigma[j]`` the end of op ``j``); ``W[k]`` / ``Wb[j]`` swapped bytes
   released by forward step ``k`` / backward step ``j``; ``rf[q]``, ``z[...]``: op ``q`` re-run in
@@ -39,8 +40,15 @@ Rows:
   (``S_k = T_k + sigma[k]``): the copies of the outputs of ops ``>= j`` start after ``E_j`` on one
   serial engine, whatever their order;
 * ``mem_bwd[j]``: the same at the backward step of op ``j`` (``A`` of keep-all's backward step),
-  where only tensors with ``ms(t) < j`` can be absent: a tensor first needed at a stage ``>= j``
-  is resident from then to its last use (fetched, regenerated or kept), and
+  where tensors with ``ms(t) < j`` can be absent (not needed yet), and with hold points
+  (multi-level recompute, docs/timeline.md 3) also a RECOMPUTE tensor at a step ``j`` between two
+  of its savers that is not one (``y[t]``, gap steps only): a copy regenerated for a stage above
+  ``j`` may be freed before ``j``. It is needed again below ``j``, so its producer re-runs at
+  least twice: ``again[p] >= y[t]`` and ``again_in_beta: sum c_p again[p] <= beta[0]`` (every
+  re-run after an op's first is counted in ``beta``, which holds the backward stall and these
+  repeats; the time rows below only get looser, since every backward step starts later by
+  them). Without hold points a tensor first needed at a stage ``>= j`` is resident from then to
+  its last use (fetched, regenerated or kept). The backward step of op ``j`` starts by
   ``S^b_j = T_n + sigma[n] + rho + sum_{i>j} bwd_i + beta[j]`` (``rho_first`` for ``j = n-1``);
 * ``d2h_back[j]`` / ``h2d_back[j]``: every swapped tensor with ``ms(t) >= j`` has been copied out
   (D2H capacity as above) and copied back (``sum h2d_t s[t]``, on the H2D engine, which starts
@@ -206,10 +214,36 @@ def build(problem, integral: bool = False) -> Aggregate | None:
         return [(-1, M[n]), (-w, sig[n]), (-w, rho_first if j == n - 1 else rho), (-w, beta[j])], \
             bw * (t_before[n] + b_after[j]) / b0
 
+    # multi-level recompute (hold points): a RECOMPUTE tensor may be absent at a backward step
+    # between two of its uses (j not a saver, min saver < j < ms); the plan then re-runs its
+    # producer again later, which costs at least c_p more (part of beta[0], see the docstring)
+    gaps: dict[int, list[int]] = {}
+    for t in planning:
+        if t.id in x:
+            sv = set(saved_by[t.id])
+            gap = [j for j in range(min(sv) + 1, ms[t.id]) if j not in sv]
+            if gap:
+                gaps[t.id] = gap
+    y = {t: m.var(f"y[{t}]", 0.0, 1.0, binary=integral) for t in gaps}
+    again = {}
+    for t in gaps:
+        p = g.tensors[t].producer
+        if p not in again:
+            again[p] = m.var(f"again[{p}]", 0.0, 1.0)
+        m.add_le(f"y_needs_x[{t}]", [(1, y[t]), (-1, x[t])], 0)
+        m.add_le(f"y_again[{t}]", [(1, y[t]), (-1, again[p])], 0)
+    if again:
+        m.add_le("again_in_beta", [(cost[p] / t0, v) for p, v in again.items()] + [(-1, beta[0])], 0)
+    dropped: dict[int, list[int]] = {}
+    for t, gap in gaps.items():
+        for j in gap:
+            dropped.setdefault(j, []).append(t)
+
     for j in range(n):
         if need_b[j] > 0:
             wv = m.var(f"Wb[{j}]")
-            m.add_ge(f"mem_bwd[{j}]", [(1, rx_b[j]), (1, wv)], need_b[j] / b0)
+            m.add_ge(f"mem_bwd[{j}]", [(1, rx_b[j]), (1, wv)] + [(size[t], y[t]) for t in dropped.get(j, ())],
+                     need_b[j] / b0)
             m.add_le(f"Wb_src[{j}]", [(1, wv), (-1, sx_b[j])], 0)
             if timed:
                 terms, rhs = s_back(j)

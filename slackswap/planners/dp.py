@@ -13,10 +13,11 @@ Beaumont, Herrmann et al. 2019, "Optimal checkpointing for heterogeneous chains"
    part); it equals Griewank's ``t*l - C(s+t, s+1)``, t the least integer with
    ``C(s+t, s) >= l`` (``griewank_formula``; counting every forward step of the schedule).
 
-2. ``dp-checkpoint``: what the simulator can execute. Its recompute rule (docs/timeline.md,
-   section 3) re-runs each op at most once and keeps regenerated tensors until their last use, so
-   a multi-level (revolve) schedule cannot be expressed: a plan is single-level. The DP optimises
-   exactly over that space, rotor-style with three states per block ``b`` (input ``x_b``):
+2. ``dp-checkpoint``: single-level first. Without hold points the simulator's recompute rule
+   (docs/timeline.md, section 3) re-runs each op at most once and keeps regenerated tensors until
+   their last use: such a plan is single-level. The DP optimises exactly over that space (when
+   none of it fits, ``multilevel=True`` falls back to the binomial schedule of ``_multilevel``,
+   with hold points), rotor-style with three states per block ``b`` (input ``x_b``):
    FULL (keep ``x_b`` and every tensor the block produces: no recompute, "x-bar" in rotor),
    CKPT (keep ``x_b``, recompute the block's tensors), NONE (recompute ``x_b`` too; the block is
    rebuilt with the segment opened by the previous FULL/CKPT block). Block 0's input is kept.
@@ -199,7 +200,8 @@ def states_decisions(problem, m: _Model, states: list[str]) -> dict[int, Decisio
 
 @register("dp-checkpoint")
 class DPCheckpoint:
-    """Single-level optimal checkpointing on the block chain (see module docstring)."""
+    """Single-level optimal checkpointing on the block chain; multi-level (binomial) where no
+    single-level plan fits and ``multilevel`` (see module docstring)."""
 
     name = "dp-checkpoint"
     tags = Tags(supports_recompute=True, chain_only=True)
@@ -228,17 +230,18 @@ class DPCheckpoint:
                 break
             over = _chain.simulate_plan(free, cand).peak_bytes - problem.budget_bytes
             limit = min(limit, m.c0 + _model_peak(m, states)) - max(over, 1)
-        hold, params = {}, {"max_rounds": self.max_rounds, "multilevel": self.multilevel}
-        if dec is None and self.multilevel:   # no single-level plan fits: re-run blocks more than once
-            found = _multilevel.best_plan(problem, m, [m.cost[b, CKPT, False] for b in range(len(m.bl))])
-            if found is not None:
-                dec, hold, slots = found
-                return make_plan(problem, dec, self.name, params, t0, hold_points=hold,
-                                 message=f"multi-level: {slots} slots (no single-level plan fits)")
-        if dec is None:   # nothing fits: the least-peak checkpoint plan (status INFEASIBLE)
+        params = {"max_rounds": self.max_rounds, "multilevel": self.multilevel}
+        if dec is None:   # the DP found none: the least-peak checkpoint plan (it may still fit)
             opts = [states_decisions(problem, m, [CKPT] * len(m.bl)),
                     _chain.checkpoint_decisions(problem, _chain.sqrt_checkpoints(len(m.bl)), m.bl)]
             dec = min(opts, key=lambda d: _chain.simulate_plan(free, d).peak_bytes)
+            if self.multilevel and not _chain.simulate_plan(problem, dec).fits:
+                # no single-level plan found fits: re-run blocks more than once
+                found = _multilevel.best_plan(problem, m, [m.cost[b, CKPT, False] for b in range(len(m.bl))])
+                if found is not None:
+                    ml, hold, slots = found
+                    return make_plan(problem, ml, self.name, params, t0, hold_points=hold,
+                                     message=f"multi-level: {slots} slots (no single-level plan fits)")
         return make_plan(problem, dec, self.name, params, t0)
 
 

@@ -23,7 +23,7 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
 
     n = len(problem.planning_ids)
     if self._cap_in_time(problem):
-        bound, how = lower_bound(problem, lp_max_tensors=0)
+        bound, how = lower_bound(problem)
     else:
         bound, how = float(problem.ideal_step_s), "ideal step (no time left for the capacity bound's LP)"
     msg = [f"{n} planning tensors > max_exact_tensors={self.max_exact_tensors}: exact model not built"]

@@ -64,7 +64,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from ...plan import Decision
+from ...errors import SlackSwapError
+from ...plan import Decision, Status
 from ...schema import NonNegInt, PosInt, Schema
 from ...timeline.simulate import time_tolerance
 from ..base import Tags, check_params, make_plan, register
@@ -194,6 +195,12 @@ class SlackPlanner:
                                  passes=len(prof.planning) if small else 2)
                 if s < best_s - tol:
                     best, best_s = dec, s
+        if not math.isfinite(best_s) and self.mode != "swap_only":
+            ml = _multilevel(problem)
+            if ml is not None:   # no single-level plan found fits: dp-checkpoint's multi-level one
+                return make_plan(nominal, dict(ml.decisions), self.name, self.params, t0,
+                                 hold_points=ml.hold_points, message=f"{judge.calls} simulations; "
+                                 "no single-level plan found fits: dp-checkpoint's multi-level plan")
         ip = issue_points(problem, best, self.prefetch)
         return make_plan(nominal, best, self.name, self.params, t0, issue_points=ip,
                          message=f"{judge.calls} simulations, {judge.pruned} pruned")
@@ -404,3 +411,14 @@ class _Profile:
 
 
 __all__ = ["SlackPlanner", "ORDERS", "MODES", "PREFETCH"]
+
+
+def _multilevel(problem):
+    """dp-checkpoint's plan when it is multi-level (hold points) and fits, else None."""
+    from ..base import get
+
+    try:
+        plan = get("dp-checkpoint").plan(problem)
+    except SlackSwapError:      # a graph without a chain of blocks
+        return None
+    return plan if plan.hold_points and plan.info.status is Status.FEASIBLE else None
