@@ -176,13 +176,13 @@ def _gap_graph():
     """t1 (4 B, not swappable) is saved by op1 and op3; the backward of op2 does not need it."""
     from slackswap import Graph, Op, Tensor
 
-    T = [Tensor(0, "in", 0, None, kind="input"), Tensor(1, "t1", 4, 0, swappable=False), Tensor(2, "t2", 1, 1),
-         Tensor(3, "t3", 1, 2), Tensor(4, "t4", 1, 3)]
-    O = [Op(0, "op0", 0, "matmul", inputs=(0,), outputs=(1,), saves=(0,)),
-         Op(1, "op1", 1, "matmul", inputs=(1,), outputs=(2,), saves=(1,)),
-         Op(2, "op2", 2, "matmul", inputs=(2,), outputs=(3,), saves=(2,)),
-         Op(3, "op3", 3, "matmul", inputs=(3, 1), outputs=(4,), saves=(3, 1))]
-    return Graph("gap", tuple(O), tuple(T))
+    tensors = [Tensor(0, "in", 0, None, kind="input"), Tensor(1, "t1", 4, 0, swappable=False),
+               Tensor(2, "t2", 1, 1), Tensor(3, "t3", 1, 2), Tensor(4, "t4", 1, 3)]
+    ops = [Op(0, "op0", 0, "matmul", inputs=(0,), outputs=(1,), saves=(0,)),
+           Op(1, "op1", 1, "matmul", inputs=(1,), outputs=(2,), saves=(1,)),
+           Op(2, "op2", 2, "matmul", inputs=(2,), outputs=(3,), saves=(2,)),
+           Op(3, "op3", 3, "matmul", inputs=(3, 1), outputs=(4,), saves=(3, 1))]
+    return Graph("gap", tuple(ops), tuple(tensors))
 
 
 def test_aggregate_relaxation_admits_a_tensor_freed_between_two_uses():
