@@ -2,23 +2,28 @@
 
     python benchmarks/bench_revolve.py [--chains 10 30 100] [--budgets 3-9]
     python benchmarks/bench_revolve.py --presets gpt2-xl bert-large
+    python benchmarks/bench_revolve.py --brute 6 7 8 9
+
+With ``--brute``: per unit chain and budget from the floor up, dp-checkpoint's re-runs against
+the optimum over every keep/recompute plan with any hold points (a_t KEEP, or RECOMPUTE with hold
+point t..l-1: ``l!`` plans; 9 ops take a few minutes).
 
 With ``--presets``: per preset (A100 80GB + PCIe 4.0), the smallest budget (fraction of the
 keep-all peak, bisection to 0.0005) at which ``dp-checkpoint`` fits with ``multilevel=False`` and
 with the default, and the throughput ratio there.
 
 For every ``chain(l)`` with ``CostModel.unit`` (1-byte activations, 1 s per op) and budget ``b``
-bytes: does a single-level plan fit (``dp-checkpoint`` with ``multilevel=False``) and how many ops
-it re-runs; what ``dp-checkpoint`` (default ``multilevel=True``) returns, its slots and re-runs;
-and Griewank's ``F(l, s)`` for ``s = b - 2`` slots (every forward step of the binomial schedule,
-the first sweep included, so ``F(l, s) - (l - 1)`` re-runs). Prints a markdown table
+bytes: the re-runs of the single-level plan (``dp-checkpoint`` with ``multilevel=False``; "no"
+if none fits); Griewank's ``F(l, s)`` for ``s = b - 2`` slots (every forward step of the binomial
+schedule, the first sweep included) and the re-runs of the library's binomial plan with ``s``
+slots (``F(l, s) - (l - 1)``: the first sweep is the forward pass); what ``dp-checkpoint``
+(default ``multilevel=True``) returns and its re-runs. Prints a markdown table
 (benchmarks/README.md, "Multi-level recompute (Revolve)"; docs/planners.md).
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import time
 
 from slackswap import CostModel, Problem, SlackSwapError, planners, simulate
@@ -54,27 +59,66 @@ def smallest(model: str, multilevel: bool) -> tuple[float, float]:
     return hi, fits(hi)[1]
 
 
+def binomial_reruns(p, s: int) -> float | None:
+    """Re-runs of the library's ``s``-slot binomial plan on ``p`` (None if it does not fit)."""
+    from slackswap.planners import _multilevel
+    from slackswap.planners.dp import CKPT, _Model
+
+    m = _Model(p)
+    leaf = [m.cost[b, CKPT, False] for b in range(len(m.bl))]
+    adv = _multilevel.advance_seconds(p, m.bl, {})
+    table = _multilevel.table(adv, leaf, s)
+    dec, hold = _multilevel.plan_for(p, m.bl, *_multilevel.splits(table, adv, s))
+    from slackswap import Plan
+
+    r = simulate(p, Plan(dec, hold_points=hold))
+    return round(r.recompute_s) if r.fits else None
+
+
 def row(l: int, b: int) -> str:  # noqa: E741 (l as in Griewank)
     g = chain(l)
     p = Problem(g, CostModel.unit(g), budget_bytes=b)
-    t0 = time.perf_counter()
     single = planners.get("dp-checkpoint", multilevel=False).plan(p)
     rs = simulate(p, single)
+    t0 = time.perf_counter()
     plan = planners.get("dp-checkpoint").plan(p)
     dt = time.perf_counter() - t0
     r = simulate(p, plan)
     if plan.hold_points:
-        m = re.match(r"multi-level: (\d+) slots", plan.info.message)
-        n = m.group(1) if m else "?"
-        kind = f"multi-level, {n} slot{'' if n == '1' else 's'}"
+        kind = plan.info.message.split(" (")[0]
     else:
         kind = "single-level" if r.fits else "nothing fits"
     s = b - 2
     f = griewank_formula(l, s) if s >= 1 else None
-    return (f"| chain({l}) | {b} | {'yes' if rs.fits else 'no'} | "
-            f"{round(rs.recompute_s) if rs.fits else '-'} | {kind} | "
-            f"{round(r.recompute_s) if r.fits else '-'} | {s} | {f if f is not None else '-'} | "
-            f"{f - (l - 1) if f is not None else '-'} | {dt:.2f} |")
+    binom = binomial_reruns(p, s) if s >= 1 and l > 1 else None
+    return (f"| chain({l}) | {b} | {round(rs.recompute_s) if rs.fits else 'no'} | "
+            f"{s} | {f if f is not None else '-'} | {binom if binom is not None else '-'} | {kind} | "
+            f"{round(r.recompute_s) if r.fits else '-'} | {dt:.2f} |")
+
+
+def brute(l: int) -> None:  # noqa: E741
+    import itertools
+    import math
+
+    from slackswap import Decision, Plan
+
+    g = chain(l)
+    base = Problem(g, CostModel.unit(g))
+    opts = [[(Decision.KEEP, None)] + [(Decision.RECOMPUTE, k) for k in range(t, l)] for t in range(1, l)]
+    for b in range(base.min_feasible_bytes, l + 1):
+        p = base.with_budget(b)
+        best, t0 = math.inf, time.perf_counter()
+        for combo in itertools.product(*opts):
+            plan = Plan({t: d for t, (d, _) in enumerate(combo, 1)},
+                        hold_points={t: k for t, (_, k) in enumerate(combo, 1) if k is not None})
+            r = simulate(p, plan, detail=False)
+            if r.fits:
+                best = min(best, r.recompute_s)
+        plan = planners.get("dp-checkpoint").plan(p)
+        r = simulate(p, plan)
+        kind = plan.info.message.split(" (")[0] if plan.hold_points else "single-level"
+        print(f"| chain({l}) | {b} | {round(best) if math.isfinite(best) else '-'} | {kind} | "
+              f"{round(r.recompute_s) if r.fits else '-'} | {time.perf_counter() - t0:.0f} |", flush=True)
 
 
 def main():
@@ -82,9 +126,18 @@ def main():
     ap.add_argument("--chains", type=int, nargs="+", default=[10, 30, 100], help="chain lengths l")
     ap.add_argument("--budgets", type=budgets, default=budgets("3-9"), help="budget range in bytes, e.g. 3-9 (default)")
     ap.add_argument("--presets", nargs="+", help="model presets instead of chains (smallest budget that fits)")
+    ap.add_argument("--brute", type=int, nargs="+", help="unit chain lengths (2-10) to compare with brute force")
     a = ap.parse_args()
     if any(x < 1 for x in a.chains):
         ap.error(f"--chains: lengths must be >= 1; got {a.chains}")
+    if a.brute:
+        if any(not 2 <= x <= 10 for x in a.brute):
+            ap.error(f"--brute: chain lengths 2..10 (l! plans each); got {a.brute}")
+        print("| chain | budget (bytes) | optimum re-runs (all hold points) | dp-checkpoint plan | re-runs | seconds |")
+        print("|---|---|---|---|---|---|")
+        for l in a.brute:  # noqa: E741
+            brute(l)
+        return
     if a.presets:
         print("| model | single-level: smallest budget | ratio there | with multi-level: smallest budget | ratio there |")
         print("|---|---|---|---|---|")
@@ -95,9 +148,9 @@ def main():
                 ap.error(f"--presets {m}: {e}")
             print(f"| {m} | {f1:.4f} | {r1:.4f} | {f2:.4f} | {r2:.4f} |", flush=True)
         return
-    print("| chain | budget (bytes) | single-level fits | single-level re-runs | dp-checkpoint plan | "
-          "re-runs | Revolve slots s = budget - 2 | F(l, s) | F(l, s) - (l - 1) | plan time (s) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| chain | budget (bytes) | single-level re-runs | Revolve slots s = budget - 2 | F(l, s) | "
+          "binomial plan re-runs | dp-checkpoint plan | re-runs | plan time (s) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for l in a.chains:  # noqa: E741
         for b in a.budgets:
             print(row(l, b), flush=True)

@@ -239,9 +239,9 @@ class DPCheckpoint:
                 # no single-level plan found fits: re-run blocks more than once
                 found = _multilevel.best_plan(problem, m, [m.cost[b, CKPT, False] for b in range(len(m.bl))])
                 if found is not None:
-                    ml, hold, slots = found
+                    ml, hold, label = found
                     return make_plan(problem, ml, self.name, params, t0, hold_points=hold,
-                                     message=f"multi-level: {slots} slots (no single-level plan fits)")
+                                     message=f"multi-level, {label} (no single-level plan fits)")
         return make_plan(problem, dec, self.name, params, t0)
 
 
