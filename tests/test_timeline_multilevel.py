@@ -407,3 +407,19 @@ def test_executor_refuses_hold_points():
     assert all(q.grad is None for q in model.parameters())          # refused before running
     run_step(model, Plan(dec), graph, (x,))                          # the same plan without them runs
     assert all(q.grad is not None for q in model.parameters())
+
+
+def test_slack_and_the_full_size_milp_fall_back_to_multi_level_plans():
+    """chain(30), unit costs, 5 bytes, no swaps: no single-level plan fits (dp-checkpoint with
+    multilevel=False does not), so slack in recompute_only mode and the milp planner's full-size
+    path return a multi-level plan that fits, the milp's with a bound below it."""
+    from slackswap import Status
+
+    p = _unit(chain(30), 5)
+    assert not simulate(p, planners.get("dp-checkpoint", multilevel=False).plan(p)).fits
+    for plan in (planners.get("slack", mode="recompute_only").plan(p),
+                 planners.get("milp", max_exact_tensors=0, allow_swap=False).plan(p)):
+        r = simulate(p, plan)
+        assert plan.hold_points and r.fits and plan.info.status is Status.FEASIBLE, plan.info
+        assert plan.info.objective == r.step_time_s
+    assert plan.info.lower_bound <= r.step_time_s and plan.info.gap > 0

@@ -43,7 +43,7 @@ import time
 from functools import cache
 
 from ..errors import SlackSwapError
-from ..plan import Decision, Plan
+from ..plan import Decision, Plan, Status
 from ..schema import PosInt, Schema
 from . import _chain, _multilevel
 from .base import Tags, check_params, make_plan, register
@@ -263,3 +263,14 @@ def _model_peak(m: _Model, states: list[str]) -> float:
         mem += m.stored(c, states[c]) + fixed_sum
         c = e
     return peak
+
+
+def multilevel_plan(problem):
+    """``dp-checkpoint``'s plan when it is multi-level (hold points) and fits, else None: the
+    fallback of ``slack`` and of the ``milp`` planner's full-size path when no single-level
+    candidate fits."""
+    try:
+        plan = DPCheckpoint().plan(problem)
+    except SlackSwapError:      # a graph without a chain of blocks
+        return None
+    return plan if plan.hold_points and plan.info.status is Status.FEASIBLE else None

@@ -73,6 +73,13 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
             inc = (f"{inc}, improved: {note}" if inc else f"incumbent: {note}")
         elif note:
             msg.append(note)
+    if best is None and self.allow_recompute:   # every plan maps into the relaxation: its bound holds
+        from ..dp import multilevel_plan
+
+        best = multilevel_plan(problem)
+        if best is not None:
+            obj = simulate(problem, best, detail=False).step_time_s
+            inc = "incumbent: dp-checkpoint's multi-level plan (no single-level candidate fits)"
     msg += [inc] if inc else []
     msg.append(f"bound: {how}")
     if best is None:
@@ -87,7 +94,7 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
                     info=SolveInfo(status, lower_bound=None if proven else bound, wall_s=wall(),
                                    model_size=size, message="; ".join(msg)))
     plan = Plan(best.decisions, issue_points=best.issue_points, d2h_order=best.d2h_order,
-                planner=self.name, params=self.params, problem_key=problem.key)
+                planner=self.name, params=self.params, problem_key=problem.key, hold_points=best.hold_points)
     gap = _gap(obj, bound)
     status = Status.OPTIMAL if gap is not None and gap <= self.mip_rel_gap else Status.FEASIBLE
     return plan.with_info(status=status, objective=obj, lower_bound=min(bound, obj), gap=gap,

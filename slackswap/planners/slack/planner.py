@@ -64,11 +64,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from ...errors import SlackSwapError
-from ...plan import Decision, Status
+from ...plan import Decision
 from ...schema import NonNegInt, PosInt, Schema
 from ...timeline.simulate import time_tolerance
 from ..base import Tags, check_params, make_plan, register
+from ..dp import multilevel_plan
 from .improve import Fifo, Judge, issue_points, recompute_fit, rerun_closure
 from .keep import keep_greedy
 from .search import PAIRS, SMALL, baseline_candidates, descend, judge_all, moves, over_budget
@@ -196,7 +196,7 @@ class SlackPlanner:
                 if s < best_s - tol:
                     best, best_s = dec, s
         if not math.isfinite(best_s) and self.mode != "swap_only":
-            ml = _multilevel(problem)
+            ml = multilevel_plan(problem)
             if ml is not None:   # no single-level plan found fits: dp-checkpoint's multi-level one
                 return make_plan(nominal, dict(ml.decisions), self.name, self.params, t0,
                                  hold_points=ml.hold_points, message=f"{judge.calls} simulations; "
@@ -411,14 +411,3 @@ class _Profile:
 
 
 __all__ = ["SlackPlanner", "ORDERS", "MODES", "PREFETCH"]
-
-
-def _multilevel(problem):
-    """dp-checkpoint's plan when it is multi-level (hold points) and fits, else None."""
-    from ..base import get
-
-    try:
-        plan = get("dp-checkpoint").plan(problem)
-    except SlackSwapError:      # a graph without a chain of blocks
-        return None
-    return plan if plan.hold_points and plan.info.status is Status.FEASIBLE else None
