@@ -1,5 +1,6 @@
 """Plans: a decision (KEEP, SWAP, RECOMPUTE) for every planning tensor, plus optional prefetch
-issue points, D2H order and hold points (multi-level recompute, docs/timeline.md section 3); ``validate(problem, plan)`` and a versioned JSON round trip.
+issue points, D2H order and hold points (multi-level recompute, docs/timeline.md section 3);
+``validate(problem, plan)`` and a versioned JSON round trip.
 
 Issue points are *backward stages*: stage ``j`` is the backward op of forward op ``j`` together
 with the recompute steps run just before it. Stages run from ``n_ops - 1`` (the first, at the start
@@ -145,7 +146,8 @@ class Plan:
         info = SolveInfo(status=Status(i.status), objective=i.objective, lower_bound=i.lower_bound, gap=i.gap,
                          wall_s=i.wall_s, model_size=dict(i.model_size), message=i.message)
         return cls(decisions=doc.decisions, issue_points=doc.issue_points, d2h_order=doc.d2h_order,
-                   hold_points=doc.hold_points, planner=doc.planner, params=doc.params, info=info, problem_key=doc.problem_key)
+                   hold_points=doc.hold_points, planner=doc.planner, params=doc.params, info=info,
+                   problem_key=doc.problem_key)
 
     @classmethod
     def load(cls, path) -> Plan:

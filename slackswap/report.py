@@ -379,6 +379,9 @@ def plan_summary(problem, plan, result) -> list[str]:
     for d in Decision:
         ids = plan.ids(d)
         lines.append(f"  {d.value:<9} {len(ids):>5} tensors  {format_bytes(sum(problem.graph.tensors[t].bytes for t in ids))}")
+    if plan.hold_points:
+        lines.append(f"  hold points {len(plan.hold_points)} (multi-level recompute: regenerated tensors freed and "
+                     "rebuilt again, docs/timeline.md section 3)")
     r = result
     if not r.feasible:
         return lines + [f"simulated: INFEASIBLE: {r.reason}"]

@@ -423,3 +423,14 @@ def test_slack_and_the_full_size_milp_fall_back_to_multi_level_plans():
         assert plan.hold_points and r.fits and plan.info.status is Status.FEASIBLE, plan.info
         assert plan.info.objective == r.step_time_s
     assert plan.info.lower_bound <= r.step_time_s and plan.info.gap > 0
+
+
+def test_plan_summary_names_the_hold_points():
+    from slackswap import report
+
+    p = _unit(chain(10), 3)
+    plan = planners.get("dp-checkpoint").plan(p)
+    lines = report.plan_summary(p, plan, simulate(p, plan))
+    assert any(line.startswith(f"  hold points {len(plan.hold_points)} (multi-level") for line in lines)
+    single = planners.get("dp-checkpoint").plan(_unit(chain(10), 8))
+    assert not any("hold points" in line for line in report.plan_summary(p, single, simulate(p, single)))
