@@ -27,8 +27,8 @@ import argparse
 import time
 
 from slackswap import CostModel, Problem, SlackSwapError, planners, simulate
-from slackswap.planners.dp import griewank_formula
-from slackswap.synthetic import chain
+from slackswap.planners.dp import binomial_plan, griewank_formula
+from slackswap.synthetic import chain, chain_multilevel_optimum
 
 
 def budgets(text: str) -> list[int]:
@@ -61,17 +61,7 @@ def smallest(model: str, multilevel: bool) -> tuple[float, float]:
 
 def binomial_reruns(p, s: int) -> float | None:
     """Re-runs of the library's ``s``-slot binomial plan on ``p`` (None if it does not fit)."""
-    from slackswap.planners import _multilevel
-    from slackswap.planners.dp import CKPT, _Model
-
-    m = _Model(p)
-    leaf = [m.cost[b, CKPT, False] for b in range(len(m.bl))]
-    adv = _multilevel.advance_seconds(p, m.bl, {})
-    table = _multilevel.table(adv, leaf, s)
-    dec, hold = _multilevel.plan_for(p, m.bl, *_multilevel.splits(table, adv, s))
-    from slackswap import Plan
-
-    r = simulate(p, Plan(dec, hold_points=hold))
+    r = simulate(p, binomial_plan(p, s)[0])
     return round(r.recompute_s) if r.fits else None
 
 
@@ -97,23 +87,15 @@ def row(l: int, b: int) -> str:  # noqa: E741 (l as in Griewank)
 
 
 def brute(l: int) -> None:  # noqa: E741
-    import itertools
     import math
 
-    from slackswap import Decision, Plan
 
     g = chain(l)
     base = Problem(g, CostModel.unit(g))
-    opts = [[(Decision.KEEP, None)] + [(Decision.RECOMPUTE, k) for k in range(t, l)] for t in range(1, l)]
     for b in range(base.min_feasible_bytes, l + 1):
         p = base.with_budget(b)
-        best, t0 = math.inf, time.perf_counter()
-        for combo in itertools.product(*opts):
-            plan = Plan({t: d for t, (d, _) in enumerate(combo, 1)},
-                        hold_points={t: k for t, (_, k) in enumerate(combo, 1) if k is not None})
-            r = simulate(p, plan, detail=False)
-            if r.fits:
-                best = min(best, r.recompute_s)
+        t0 = time.perf_counter()
+        best = chain_multilevel_optimum(p)
         plan = planners.get("dp-checkpoint").plan(p)
         r = simulate(p, plan)
         kind = plan.info.message.split(" (")[0] if plan.hold_points else "single-level"

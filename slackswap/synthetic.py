@@ -204,3 +204,30 @@ def random_suite(n: int = 200, seed: int = 0, max_tensors: int = 7) -> list:
         budget = max(lo, int(math.floor(lo + level * (hi - lo))))
         out.append(Instance(base.with_budget(budget), shape, scale, latency, bwd, level))
     return out
+
+
+def chain_multilevel_optimum(problem) -> float:
+    """Least re-run seconds of any plan that fits on a ``chain`` problem, hold points included:
+    every ``a_t`` KEEP, or RECOMPUTE with hold point ``k`` in ``t..l-1`` (a hold point below
+    ``t`` acts like ``t``: stage ``t`` is ``a_t``'s last use). ``l!`` plans: the oracle of the
+    multi-level ``dp-checkpoint`` on chains of up to 10 ops. ``math.inf`` if none fits."""
+    import itertools
+    import math
+
+    from .plan import Decision, Plan
+    from .timeline import simulate
+
+    ids = [t.id for t in problem.graph.planning_tensors()]
+    n = len(problem.graph.ops)
+    if not problem.graph.name.startswith("chain") or ids != list(range(1, n)) or n > 10:
+        raise SlackSwapError(f"chain_multilevel_optimum: a synthetic.chain problem of at most 10 ops; "
+                             f"got {problem.graph.name!r} with {n} ops")
+    opts = [[(Decision.KEEP, None)] + [(Decision.RECOMPUTE, k) for k in range(t, n)] for t in ids]
+    best = math.inf
+    for combo in itertools.product(*opts):
+        plan = Plan({t: d for t, (d, _) in zip(ids, combo, strict=True)},
+                    hold_points={t: k for t, (_, k) in zip(ids, combo, strict=True) if k is not None})
+        r = simulate(problem, plan, detail=False)
+        if r.fits:
+            best = min(best, r.recompute_s)
+    return best

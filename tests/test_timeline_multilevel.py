@@ -3,7 +3,6 @@
 A hand-computed timeline, Revolve's reference values through ``dp-checkpoint``, invariants on
 random plans, validation, plan files and the executor's refusal."""
 
-import itertools
 import json
 import math
 import random
@@ -16,7 +15,13 @@ from slackswap import CostModel, Decision, Plan, PlanError, Problem, planners, s
 from slackswap.errors import ParameterError, SlackSwapError
 from slackswap.plan import validate
 from slackswap.planners.dp import griewank_formula
-from slackswap.synthetic import chain, mixed_dag, random_dag, residual_block
+from slackswap.synthetic import (
+    chain,
+    chain_multilevel_optimum,
+    mixed_dag,
+    random_dag,
+    residual_block,
+)
 from slackswap.timeline import compile_schedule
 
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
@@ -168,38 +173,19 @@ def test_dp_checkpoint_falls_back_to_multi_level_no_worse_than_revolve(l, s, F):
     """Where no single-level plan fits budget s + 2, dp-checkpoint's binomial candidate is the
     s-slot schedule (F(l, s) - (l - 1) re-runs), and the plan it returns fits, has hold points and
     re-runs no more unit ops than that (the stage-aware schedule uses the stages' own memory)."""
-    from slackswap.planners import _multilevel
-    from slackswap.planners.dp import CKPT, _Model
+    from slackswap.planners.dp import binomial_plan
 
     p = _unit(chain(l), s + 2)
     assert not simulate(p, planners.get("dp-checkpoint", multilevel=False).plan(p)).fits
-    m = _Model(p)
-    leaf = [m.cost[b, CKPT, False] for b in range(len(m.bl))]
-    adv = _multilevel.advance_seconds(p, m.bl, {})
-    table = _multilevel.table(adv, leaf, s)
-    dec, hold = _multilevel.plan_for(p, m.bl, *_multilevel.splits(table, adv, s))
-    rb = simulate(p, Plan(dec, hold_points=hold))
-    assert rb.fits and round(rb.recompute_s) + l - 1 == griewank_formula(l, s) == table[s, 0, l]
+    binomial, predicted = binomial_plan(p, s)
+    rb = simulate(p, binomial)
+    assert rb.fits and round(rb.recompute_s) + l - 1 == griewank_formula(l, s) == predicted
     assert F is None or griewank_formula(l, s) == F
     plan = planners.get("dp-checkpoint").plan(p)
     assert plan.hold_points and plan.info.status.value == "FEASIBLE"
     assert plan.info.message.startswith("multi-level, ")
     r = simulate(p, plan)
     assert r.fits and r.peak_bytes <= s + 2 and r.recompute_s <= rb.recompute_s
-
-
-def _chain_optimum(p, l):  # noqa: E741
-    """Brute force over every plan of chain(l) with hold points: a_t KEEP, or RECOMPUTE with hold
-    point k in t..l-1 (a hold point below t acts like t: stage t is a_t's last use)."""
-    best = math.inf
-    opts = [[(K, None)] + [(R, k) for k in range(t, l)] for t in range(1, l)]
-    for combo in itertools.product(*opts):
-        plan = Plan({t: d for t, (d, _) in enumerate(combo, 1)},
-                    hold_points={t: k for t, (_, k) in enumerate(combo, 1) if k is not None})
-        r = simulate(p, plan, detail=False)
-        if r.fits:
-            best = min(best, r.recompute_s)
-    return best
 
 
 @pytest.mark.parametrize("l", [6, 7])
@@ -213,7 +199,7 @@ def test_dp_checkpoint_is_optimal_among_multi_level_plans_of_unit_chains(l):  # 
         plan = planners.get("dp-checkpoint").plan(p)
         r = simulate(p, plan)
         assert r.fits, budget
-        assert r.recompute_s == _chain_optimum(p, l), budget
+        assert r.recompute_s == chain_multilevel_optimum(p), budget
     ref, _ = revolve_reference(6, 1)
     assert simulate(_unit(chain(6), 3), ref).recompute_s == 10
 

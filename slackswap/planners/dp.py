@@ -274,3 +274,19 @@ def multilevel_plan(problem):
     except SlackSwapError:      # a graph without a chain of blocks
         return None
     return plan if plan.hold_points and plan.info.status is Status.FEASIBLE else None
+
+
+def binomial_plan(problem, slots: int) -> tuple[Plan, float]:
+    """The ``slots``-slot binomial (Revolve) schedule on ``problem``'s chain of blocks as a plan with
+    hold points, and the forward seconds its recursion counts, the first sweep included
+    (``_multilevel``; on a unit chain Griewank's ``F(l, s)``, of which the plan re-runs
+    ``F(l, s) - (l - 1)``: the first sweep is the forward pass). A building block of the multi-level fallback, public for comparisons
+    (benchmarks/bench_revolve.py); ``dp-checkpoint`` returns it only where it is the faster one."""
+    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+        raise SlackSwapError(f"binomial_plan(slots): an integer >= 1; got {slots!r}")
+    m = _Model(problem)
+    leaf = [m.cost[b, CKPT, False] for b in range(len(m.bl))]
+    adv = _multilevel.advance_seconds(problem, m.bl, _chain.checkpoint_decisions(problem, set(), m.bl))
+    table = _multilevel.table(adv, leaf, slots)
+    dec, hold = _multilevel.plan_for(problem, m.bl, *_multilevel.splits(table, adv, slots))
+    return Plan(dec, hold_points=hold, planner="dp-checkpoint", problem_key=problem.key), float(table[slots, 0, len(m.bl)])
