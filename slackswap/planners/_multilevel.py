@@ -21,7 +21,9 @@ first stage of the segment: the last op of block ``e-1``) needs the gradients al
 stage's recompute steps and, per block passed, its output, its tensors and the previous block's
 output; both also hold the always-kept tensors of the blocks not yet reversed. Free memory is
 ``budget - C0 - x_0 - x_c - k * X`` (``X`` the largest block input). The first sweep is the
-forward pass: free, but every block it passes must fit next to the checkpoints kept so far.
+forward pass: free, but every block it passes must fit next to the checkpoints kept so far, and
+the head and loss (``tail_memory``: the steps after the chain, which run while every checkpoint
+of the first sweep is held) must fit next to all of them.
 Where gradients are few (the last stages: the loss's output has none) more checkpoints fit, so
 this beats the binomial schedule on unit chains (chain(10) at 3 bytes: 28 re-runs against 36)
 and equals the brute-force optimum over all hold points on chains of 6-9 unit ops
@@ -126,7 +128,22 @@ def plan_for(problem, bl, kept: set[int], stored_at: dict[int, int]) -> tuple[di
     return dec, hold
 
 
-def memory_aware(problem, model, leaf: list[float], adv: list[float], budget: float):
+def tail_memory(problem, bl) -> float:
+    """The most the steps of the ops after the chain (forward and backward: head, loss) hold when
+    the chain keeps only its input: the checkpoints of the first sweep come on top of it."""
+    from ..timeline import compile_schedule
+
+    last = bl[-1].ops[-1]
+    if last == len(problem.graph.ops) - 1:
+        return 0.0
+    dec = _chain.checkpoint_decisions(problem, set(), bl)
+    sched = compile_schedule(problem.graph, dec)
+    mem = sched.static_memory()
+    steps = [i for i, o in enumerate(sched.ops) if o > last]
+    return float(mem[steps].max()) if steps else 0.0
+
+
+def memory_aware(problem, model, leaf: list[float], adv: list[float], budget: float, tail: float = 0.0):
     """The stage-aware schedule (module docstring, "Memory-aware"): ``(kept, stored_at, cost)`` or
     None when the model finds nothing that fits ``budget``."""
     g, bl = problem.graph, model.bl
@@ -188,7 +205,9 @@ def memory_aware(problem, model, leaf: list[float], adv: list[float], budget: fl
     for k in range(K, -1, -1):
         for c in range(n - 1, -1, -1):
             if c == n - 1:
-                T[k, c] = F[k, c, n]
+                # the head and loss run with every checkpoint of the first sweep held
+                fits_tail = tail + (k + (1 if c > 0 else 0)) * X <= budget
+                T[k, c] = F[k, c, n] if fits_tail else inf
                 continue
             best, arg, run = inf, None, 0.0
             kk = k + (1 if c > 0 else 0)
@@ -240,9 +259,10 @@ def best_plan(problem, model, leaf: list[float], rounds: int = 20):
     adv = advance_seconds(problem, bl, base)
     cands = []
     limit = problem.budget_bytes
+    tail = tail_memory(problem, bl)
     free = problem.with_budget(None)
     for _ in range(rounds):
-        found = memory_aware(problem, model, leaf, adv, limit)
+        found = memory_aware(problem, model, leaf, adv, limit, tail)
         if found is None:
             break
         dec, hold = plan_for(problem, bl, found[0], found[1])
