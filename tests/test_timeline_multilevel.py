@@ -420,3 +420,25 @@ def test_plan_summary_names_the_hold_points():
     assert any(line.startswith(f"  hold points {len(plan.hold_points)} (multi-level") for line in lines)
     single = planners.get("dp-checkpoint").plan(_unit(chain(10), 8))
     assert not any("hold points" in line for line in report.plan_summary(p, single, simulate(p, single)))
+
+
+def test_the_first_sweep_leaves_room_for_the_loss():
+    """gpt2-xl at 14% (below every single-level plan, docs/planners.md): the stage-aware schedule
+    fits at the first try because it checks the checkpoints kept in the forward pass against the
+    head and loss steps, which run while they are all held; without that check it keeps more
+    than the loss leaves room for and the plan does not fit."""
+    from slackswap.planners import _chain, _multilevel
+    from slackswap.planners.dp import CKPT, _Model
+
+    p = Problem.build("gpt2-xl", "a100-80gb", 0.14)
+    m = _Model(p)
+    leaf = [m.cost[b, CKPT, False] for b in range(len(m.bl))]
+    adv = _multilevel.advance_seconds(p, m.bl, _chain.checkpoint_decisions(p, set(), m.bl))
+    tail = _multilevel.tail_memory(p, m.bl)
+    assert p.min_feasible_bytes < tail < p.budget_bytes
+    results = []
+    for t in (tail, 0.0):
+        kept, stored_at, _ = _multilevel.memory_aware(p, m, leaf, adv, p.budget_bytes, t)
+        dec, hold = _multilevel.plan_for(p, m.bl, kept, stored_at)
+        results.append((len(kept), simulate(p, Plan(dec, hold_points=hold), detail=False).fits))
+    assert results[0][1] and not results[1][1] and results[0][0] < results[1][0], results
