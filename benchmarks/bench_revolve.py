@@ -121,14 +121,15 @@ def main():
             brute(l)
         return
     if a.presets:
-        print("| model | single-level: smallest budget | ratio there | with multi-level: smallest budget | ratio there |")
-        print("|---|---|---|---|---|")
+        print("| model | dp-checkpoint | smallest budget that fits | throughput ratio at that budget |")
+        print("|---|---|---|---|")
         for m in a.presets:
-            try:
-                (f1, r1), (f2, r2) = smallest(m, False), smallest(m, True)
-            except SlackSwapError as e:
-                ap.error(f"--presets {m}: {e}")
-            print(f"| {m} | {f1:.4f} | {r1:.4f} | {f2:.4f} | {r2:.4f} |", flush=True)
+            for multilevel in (False, True):
+                try:
+                    f, r = smallest(m, multilevel)
+                except SlackSwapError as e:
+                    ap.error(f"--presets {m}: {e}")
+                print(f"| {m} | multilevel={multilevel} | {f:.4f} | {r:.4f} |", flush=True)
         return
     print("| chain | budget (bytes) | single-level re-runs | Revolve slots s = budget - 2 | F(l, s) | "
           "binomial plan re-runs | dp-checkpoint plan | re-runs | plan time (s) |")

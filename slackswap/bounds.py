@@ -50,12 +50,7 @@ def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[fl
     The LP relaxation of the exact MILP is not one of them: it describes plans without hold
     points only, and a multi-level plan can be faster
     (``test_the_exact_milps_relaxation_does_not_bound_multi_level_plans``)."""
-    if integral_time_limit_s is not None and (isinstance(integral_time_limit_s, bool)
-                                              or not isinstance(integral_time_limit_s, (int, float))
-                                              or not integral_time_limit_s > 0):
-        from .errors import ConfigError
-
-        raise ConfigError(f"lower_bound(integral_time_limit_s): seconds > 0 or None; got {integral_time_limit_s!r}")
+    check_time_limit(integral_time_limit_s, "lower_bound(integral_time_limit_s)")
     best, how = float(problem.ideal_step_s), "ideal step (every op once, no stall)"
     cap = capacity_bound(problem)
     if cap > best:
@@ -65,6 +60,14 @@ def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[fl
         if agg > best:
             best, how = agg, "aggregated relaxation, integral decisions (solver dual bound)"
     return best, how
+
+
+def check_time_limit(value, field: str) -> None:
+    """``ConfigError`` naming ``field`` unless ``value`` is None or seconds > 0 (not a bool)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+        from .errors import ConfigError
+
+        raise ConfigError(f"{field}: seconds > 0 or None; got {value!r}")
 
 
 def gap(problem, result, bound: float | None = None) -> float:

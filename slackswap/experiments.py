@@ -149,9 +149,9 @@ def _bound_kwargs(bound) -> dict | None:
         raise ConfigError(f"bound: unknown key(s) {', '.join(map(str, bad))}; allowed: {', '.join(allowed)}"
                           + (" (lp_max_tensors was removed: the exact MILP's relaxation does not bound "
                              "multi-level plans, docs/milp.md section 5)" if "lp_max_tensors" in bound else ""))
-    v = bound.get("integral_time_limit_s")
-    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
-        raise ConfigError(f"bound.integral_time_limit_s: seconds > 0 or None; got {v!r}")
+    from .bounds import check_time_limit
+
+    check_time_limit(bound.get("integral_time_limit_s"), "bound.integral_time_limit_s")
     return dict(bound)
 
 

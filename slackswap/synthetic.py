@@ -217,11 +217,14 @@ def chain_multilevel_optimum(problem) -> float:
     from .plan import Decision, Plan
     from .timeline import simulate
 
-    ids = [t.id for t in problem.graph.planning_tensors()]
-    n = len(problem.graph.ops)
-    if not problem.graph.name.startswith("chain") or ids != list(range(1, n)) or n > 10:
+    g = problem.graph
+    ids = [t.id for t in g.planning_tensors()]
+    n = len(g.ops)
+    is_chain = ids == list(range(1, n)) and all(
+        op.inputs == (i,) and op.outputs == (i + 1,) and op.saves == (i,) for i, op in enumerate(g.ops))
+    if not is_chain or n > 10:
         raise SlackSwapError(f"chain_multilevel_optimum: a synthetic.chain problem of at most 10 ops; "
-                             f"got {problem.graph.name!r} with {n} ops")
+                             f"got {g.name!r} with {n} ops")
     opts = [[(Decision.KEEP, None)] + [(Decision.RECOMPUTE, k) for k in range(t, n)] for t in ids]
     best = math.inf
     for combo in itertools.product(*opts):

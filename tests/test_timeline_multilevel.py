@@ -427,18 +427,17 @@ def test_the_first_sweep_leaves_room_for_the_loss():
     fits at the first try because it checks the checkpoints kept in the forward pass against the
     head and loss steps, which run while they are all held; without that check it keeps more
     than the loss leaves room for and the plan does not fit."""
-    from slackswap.planners import _chain, _multilevel
-    from slackswap.planners.dp import CKPT, _Model
+    from slackswap.planners import _multilevel
+    from slackswap.planners.dp import _Model
 
     p = Problem.build("gpt2-xl", "a100-80gb", 0.14)
     m = _Model(p)
-    leaf = [m.cost[b, CKPT, False] for b in range(len(m.bl))]
-    adv = _multilevel.advance_seconds(p, m.bl, _chain.checkpoint_decisions(p, set(), m.bl))
+    adv = _multilevel.advance_seconds(p, m.bl)
     tail = _multilevel.tail_memory(p, m.bl)
     assert p.min_feasible_bytes < tail < p.budget_bytes
     results = []
     for t in (tail, 0.0):
-        kept, stored_at, _ = _multilevel.memory_aware(p, m, leaf, adv, p.budget_bytes, t)
+        kept, stored_at, _ = _multilevel.memory_aware(p, m, m.leaf, adv, p.budget_bytes, t)
         dec, hold = _multilevel.plan_for(p, m.bl, kept, stored_at)
         results.append((len(kept), simulate(p, Plan(dec, hold_points=hold), detail=False).fits))
     assert results[0][1] and not results[1][1] and results[0][0] < results[1][0], results

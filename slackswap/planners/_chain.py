@@ -115,9 +115,9 @@ def rerun_ops(graph, decisions: dict[int, Decision]) -> set[int]:
     return out
 
 
-def simulate_plan(problem, decisions):
-    """Simulate decisions (no detail) and return the SimResult."""
+def simulate_plan(problem, decisions, hold_points=None):
+    """Simulate decisions (and hold points; no detail) and return the SimResult."""
     from ..plan import Plan
     from ..timeline import simulate
 
-    return simulate(problem, Plan(decisions, problem_key=problem.key), detail=False)
+    return simulate(problem, Plan(decisions, problem_key=problem.key, hold_points=hold_points or {}), detail=False)

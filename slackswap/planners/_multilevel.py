@@ -47,11 +47,13 @@ from ..plan import Decision
 from . import _chain
 
 
-def advance_seconds(problem, bl, base: dict[int, Decision]) -> list[float]:
+def advance_seconds(problem, bl) -> list[float]:
     """Per block ``b``: forward seconds of the ops the simulator re-runs to rebuild the next
-    block's input from ``x_b`` (the last block: its output's producers, for completeness)."""
+    block's input from ``x_b`` (the last block: its output's producers, for completeness); the
+    tensors every checkpoint plan keeps (``_chain.checkpoint_decisions``) stop the re-runs."""
     g, fwd = problem.graph, problem.costs.fwd_s
     where = _chain.block_of_tensor(g, bl)
+    base = _chain.checkpoint_decisions(problem, set(), bl)
     out = []
     for b in bl:
         target = bl[b.index + 1].input if b.index + 1 < len(bl) else None
@@ -144,8 +146,8 @@ def tail_memory(problem, bl) -> float:
 
 
 def memory_aware(problem, model, leaf: list[float], adv: list[float], budget: float, tail: float = 0.0):
-    """The stage-aware schedule (module docstring, "Memory-aware"): ``(kept, stored_at, cost)`` or
-    None when the model finds nothing that fits ``budget``."""
+    """The stage-aware schedule (module docstring, "Stage-aware"): ``(kept, stored_at, cost)`` or
+    None when the model finds nothing that fits ``budget``. ``tail``: ``tail_memory``."""
     g, bl = problem.graph, model.bl
     n = len(bl)
     X = max(model.x[1:])
@@ -242,9 +244,10 @@ def memory_aware(problem, model, leaf: list[float], adv: list[float], budget: fl
     return kept, stored_at, float(T[0, 0])
 
 
-def best_plan(problem, model, leaf: list[float], rounds: int = 20):
+def best_plan(problem, model, rounds: int = 20):
     """The fastest fitting multi-level plan (by simulation) among the stage-aware schedule and the
     binomial one with the most slots that fits; ``(decisions, hold points, label)`` or None.
+    ``model``: ``dp._Model`` (its ``leaf``: each block's own re-run seconds).
 
     Needs every block input after the first to be a recomputable planning tensor
     (``model.can_none``). The stage-aware model is exact on chains of single ops; elsewhere its
@@ -255,8 +258,8 @@ def best_plan(problem, model, leaf: list[float], rounds: int = 20):
     n = len(bl)
     if n < 2 or not all(model.can_none[1:]):
         return None
-    base = _chain.checkpoint_decisions(problem, set(), bl)
-    adv = advance_seconds(problem, bl, base)
+    leaf = model.leaf
+    adv = advance_seconds(problem, bl)
     cands = []
     limit = problem.budget_bytes
     tail = tail_memory(problem, bl)
@@ -266,11 +269,11 @@ def best_plan(problem, model, leaf: list[float], rounds: int = 20):
         if found is None:
             break
         dec, hold = plan_for(problem, bl, found[0], found[1])
-        r = _simulate(problem, dec, hold)
+        r = _chain.simulate_plan(problem, dec, hold)
         if r.fits:
             cands.append((r.step_time_s, 0, dec, hold, "stage-aware"))
             break
-        limit -= max(_simulate(free, dec, hold).peak_bytes - problem.budget_bytes, 1)
+        limit -= max(_chain.simulate_plan(free, dec, hold).peak_bytes - problem.budget_bytes, 1)
     x_min = min(model.x[1:])
     room = problem.budget_bytes - model.c0
     s_max = n - 1 if x_min <= 0 or not math.isfinite(room) else int(min(n - 1, max(room // x_min, 1)))
@@ -279,7 +282,7 @@ def best_plan(problem, model, leaf: list[float], rounds: int = 20):
         if not math.isfinite(F[s, 0, n]):
             break
         dec, hold = plan_for(problem, bl, *splits(F, adv, s))
-        r = _simulate(problem, dec, hold)
+        r = _chain.simulate_plan(problem, dec, hold)
         if r.fits:
             cands.append((r.step_time_s, 1, dec, hold, f"binomial, {s} slots"))
             break
@@ -288,9 +291,3 @@ def best_plan(problem, model, leaf: list[float], rounds: int = 20):
     _, _, dec, hold, label = min(cands, key=lambda c: (c[0], c[1]))
     return dec, hold, label
 
-
-def _simulate(problem, dec, hold):
-    from ..plan import Plan
-    from ..timeline import simulate
-
-    return simulate(problem, Plan(dec, problem_key=problem.key, hold_points=hold), detail=False)

@@ -16,8 +16,9 @@ Beaumont, Herrmann et al. 2019, "Optimal checkpointing for heterogeneous chains"
 2. ``dp-checkpoint``: single-level first. Without hold points the simulator's recompute rule
    (docs/timeline.md, section 3) re-runs each op at most once and keeps regenerated tensors until
    their last use: such a plan is single-level. The DP optimises exactly over that space (when
-   none of it fits, ``multilevel=True`` falls back to the binomial schedule of ``_multilevel``,
-   with hold points), rotor-style with three states per block ``b`` (input ``x_b``):
+   none of it fits, ``multilevel=True`` falls back to the faster of ``_multilevel``'s binomial
+   and stage-aware schedules, with hold points), rotor-style with three states per block ``b``
+   (input ``x_b``):
    FULL (keep ``x_b`` and every tensor the block produces: no recompute, "x-bar" in rotor),
    CKPT (keep ``x_b``, recompute the block's tensors), NONE (recompute ``x_b`` too; the block is
    rebuilt with the segment opened by the previous FULL/CKPT block). Block 0's input is kept.
@@ -127,6 +128,7 @@ class _Model:
                         dec[nxt[b.index]] = Decision.RECOMPUTE
                     ops = _local_reruns(g, dec, set(b.produced))
                     self.cost[b.index, st, nn] = sum(problem.costs.fwd_s[o] for o in ops)
+        self.leaf = [self.cost[b, CKPT, False] for b in range(n)]   # re-run a block's own tensors
 
     def stored(self, b: int, st: str) -> int:
         return {FULL: self.full[b], CKPT: self.x[b] + self.fixed[b], NONE: self.fixed[b]}[st]
@@ -237,7 +239,7 @@ class DPCheckpoint:
             dec = min(opts, key=lambda d: _chain.simulate_plan(free, d).peak_bytes)
             if self.multilevel and not _chain.simulate_plan(problem, dec).fits:
                 # no single-level plan found fits: re-run blocks more than once
-                found = _multilevel.best_plan(problem, m, [m.cost[b, CKPT, False] for b in range(len(m.bl))])
+                found = _multilevel.best_plan(problem, m)
                 if found is not None:
                     ml, hold, label = found
                     return make_plan(problem, ml, self.name, params, t0, hold_points=hold,
@@ -277,16 +279,17 @@ def multilevel_plan(problem):
 
 
 def binomial_plan(problem, slots: int) -> tuple[Plan, float]:
-    """The ``slots``-slot binomial (Revolve) schedule on ``problem``'s chain of blocks as a plan with
-    hold points, and the forward seconds its recursion counts, the first sweep included
-    (``_multilevel``; on a unit chain Griewank's ``F(l, s)``, of which the plan re-runs
-    ``F(l, s) - (l - 1)``: the first sweep is the forward pass). A building block of the multi-level fallback, public for comparisons
-    (benchmarks/bench_revolve.py); ``dp-checkpoint`` returns it only where it is the faster one."""
+    """The ``slots``-slot binomial (Revolve) schedule on ``problem``'s chain of blocks as a plan
+    with hold points, and the forward seconds its recursion counts, the first sweep included (on
+    a unit chain Griewank's ``F(l, s)``, of which the plan re-runs ``F(l, s) - (l - 1)``: the
+    first sweep is the forward pass). Public for comparisons (benchmarks/bench_revolve.py);
+    ``dp-checkpoint`` returns it only where no single-level plan fits and it is the faster
+    multi-level candidate."""
     if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
         raise SlackSwapError(f"binomial_plan(slots): an integer >= 1; got {slots!r}")
     m = _Model(problem)
-    leaf = [m.cost[b, CKPT, False] for b in range(len(m.bl))]
-    adv = _multilevel.advance_seconds(problem, m.bl, _chain.checkpoint_decisions(problem, set(), m.bl))
-    table = _multilevel.table(adv, leaf, slots)
+    adv = _multilevel.advance_seconds(problem, m.bl)
+    table = _multilevel.table(adv, m.leaf, slots)
     dec, hold = _multilevel.plan_for(problem, m.bl, *_multilevel.splits(table, adv, slots))
-    return Plan(dec, hold_points=hold, planner="dp-checkpoint", problem_key=problem.key), float(table[slots, 0, len(m.bl)])
+    return (Plan(dec, hold_points=hold, planner="dp-checkpoint", problem_key=problem.key),
+            float(table[slots, 0, len(m.bl)]))
