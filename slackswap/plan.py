@@ -222,6 +222,17 @@ def validate(problem, plan: Plan) -> None:
             raise PlanError(f"plan.issue_points[{t}]: only swapped tensors have an issue point")
         if not 0 <= k <= n - 1:
             raise PlanError(f"plan.issue_points[{t}]: stage {k} out of range 0..{n - 1}")
+    check_hold_points(g, plan)
+    if plan.d2h_order is not None:
+        swaps = set(plan.ids(Decision.SWAP))
+        if len(plan.d2h_order) != len(set(plan.d2h_order)) or set(plan.d2h_order) != swaps:
+            raise PlanError("plan.d2h_order: must list every swapped tensor exactly once")
+
+
+def check_hold_points(g, plan: Plan) -> None:
+    """Raise ``PlanError`` unless every hold point of ``plan`` names a tensor of graph ``g`` that the
+    backward pass regenerates (RECOMPUTE, or saved by no op) and a stage in range."""
+    n = len(g.ops)
     for t, k in plan.hold_points.items():
         if not 0 <= t < len(g.tensors):
             raise PlanError(f"plan.hold_points[{t}]: no tensor {t} in {g.name!r} (ids 0..{len(g.tensors) - 1})")
@@ -233,7 +244,3 @@ def validate(problem, plan: Plan) -> None:
         if not 0 <= k <= n - 1:
             raise PlanError(f"plan.hold_points[{t}] ({ten.name}): stage {k} out of range 0..{n - 1} "
                             f"(the backward stages of {g.name!r}, one per op)")
-    if plan.d2h_order is not None:
-        swaps = set(plan.ids(Decision.SWAP))
-        if len(plan.d2h_order) != len(set(plan.d2h_order)) or set(plan.d2h_order) != swaps:
-            raise PlanError("plan.d2h_order: must list every swapped tensor exactly once")

@@ -1,7 +1,7 @@
 """Hold points: multi-level recompute (docs/timeline.md section 3, "Hold points").
 
 A hand-computed timeline, Revolve's reference values through ``dp-checkpoint``, invariants on
-random plans, validation, plan files and the executor's refusal."""
+random plans, validation, plan files and the executor."""
 
 import json
 import math
@@ -375,24 +375,34 @@ def test_malformed_hold_points_in_a_file(tmp_path, bad, message):
         Plan.from_dict(d)
 
 
-# ---- 6. the executor refuses hold points ---------------------------------------------------------
+# ---- 6. the executor runs hold points (tests/test_torch_apply.py has the transformer models) ---
 
-def test_executor_refuses_hold_points():
+def test_the_executor_rebuilds_a_transient_copy_once_per_stage_that_needs_it():
     torch = pytest.importorskip("torch")
-    from slackswap.torch import run_step, trace
+    from slackswap.timeline.schedule import compile_schedule
+    from slackswap.torch import _ledger, run_step, trace
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[m for _ in range(3) for m in (torch.nn.Linear(4, 4), torch.nn.Tanh())])
     x = torch.randn(2, 4)
     graph = trace(model, (x,), device="cpu")
+    problem = Problem.build(graph, "a100-80gb", budget=None)
     dec = {t.id: R for t in graph.planning_tensors()}
-    plan = Plan(dec, hold_points={min(dec): 0})
-    validate(Problem.build(graph, "a100-80gb", budget=None), plan)   # simulated, fine
-    with pytest.raises(PlanError, match=r"plan\.hold_points: the executor runs single-level plans only"):
-        run_step(model, plan, graph, (x,))
-    assert all(q.grad is None for q in model.parameters())          # refused before running
-    run_step(model, Plan(dec), graph, (x,))                          # the same plan without them runs
-    assert all(q.grad is not None for q in model.parameters())
+    single = run_step(model, Plan(dec), graph, (x,), problem=problem)
+    grads = [q.grad.clone() for q in model.parameters()]
+    first = min(dec)                                  # read by two backward stages
+    plan = Plan(dec, hold_points={first: 0})
+    sched = compile_schedule(graph, dec, plan.hold_points)
+    assert len(sched.recomputed) > len(compile_schedule(graph, dec).recomputed)   # rebuilt again
+    for q in model.parameters():
+        q.grad = None
+    stats = run_step(model, plan, graph, (x,), problem=problem)
+    assert all(torch.equal(q.grad, g) for q, g in zip(model.parameters(), grads, strict=True))
+    assert stats.recomputed_ops == len(sched.recomputed) > single.recomputed_ops
+    assert stats.peak_saved_bytes == _ledger.simulated_saved_peak(graph, plan, {})
+    keep = Plan({**dec, first: K}, hold_points={first: 0})
+    with pytest.raises(PlanError, match=r"plan\.hold_points\[\d+\] \(.*\): a KEEP tensor is never regenerated"):
+        run_step(model, keep, graph, (x,))
 
 
 def test_slack_and_the_full_size_milp_fall_back_to_multi_level_plans():

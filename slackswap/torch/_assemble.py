@@ -77,8 +77,10 @@ class _Op:
 
 def assemble(rec, *, inputs, excluded, start_seq):
     """Ops (``_Op``) and tensors (``(name, bytes, producer, kind)``), the pack order (tensor and
-    op of every pack call) and the backward totals no op could be charged with:
-    ``(ops, tensors, (pack_order, pack_op), unattributed)``.
+    op of every pack call), the backward totals no op could be charged with, and per call the
+    graph tensors it made (the storages it created, in output order, then the new versions of the
+    storages it wrote in place; empty for a folded or fused call):
+    ``(ops, tensors, (pack_order, pack_op), unattributed, made)``.
 
     ``inputs``: ``[(storage key, name, bytes)]`` of the step inputs; ``excluded``: storage keys of
     parameters and buffers.
@@ -89,6 +91,7 @@ def assemble(rec, *, inputs, excluded, start_seq):
     readers: dict[int, set] = {}      # storage key -> ops that read its current version
     ops: list[_Op] = []
     owner: list[int | None] = []      # per call: the op it was charged to
+    made: list[tuple[int, ...]] = []  # per call: the graph tensors it made
     for key, name, nb in inputs:
         cur[key] = len(tensors)
         tensors.append([name, nb, None, "input"])
@@ -113,6 +116,7 @@ def assemble(rec, *, inputs, excluded, start_seq):
         if not outs and not writes:   # view / metadata: fold into the writer of what it views
             ws = [writer[k] for k in c.ins if k in writer]
             owner.append(ws[-1] if ws else (len(ops) - 1 if ops else None))
+            made.append(())
             continue
         if not outs and writes and len({writer.get(k) for k in writes}) == 1:
             w = writer.get(writes[0])
@@ -128,6 +132,7 @@ def assemble(rec, *, inputs, excluded, start_seq):
                         op.inputs.append(t)
                         readers.setdefault(k, set()).add(w)
                 owner.append(w)
+                made.append(())
                 continue
         oid = len(ops)
         op = _Op(c.module, name, str(c.func))
@@ -152,6 +157,7 @@ def assemble(rec, *, inputs, excluded, start_seq):
             tensors.append([None, c.ins.get(k, 0), oid, "activation"])
         ops.append(op)
         owner.append(oid)
+        made.append(tuple(op.outputs))
     for _, seq, key in packs_at.get(len(calls), ()):
         pending.append((None if key in excluded else cur.get(key), seq))
     first_call: dict[int, int] = {}
@@ -188,4 +194,4 @@ def assemble(rec, *, inputs, excluded, start_seq):
         ops[oid].bwd_flops += flops
         ops[oid].bwd_bytes += nb
         ops[oid].bwd_s += dt
-    return ops, tensors, (pack_order, pack_op), tuple(unattributed)
+    return ops, tensors, (pack_order, pack_op), tuple(unattributed), tuple(made)

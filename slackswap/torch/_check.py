@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ExecutionError, PlanError
-from ..plan import problem_key
+from ..plan import check_hold_points, problem_key
 
 
 def check_plan(plan, graph) -> None:
@@ -15,12 +15,13 @@ def check_plan(plan, graph) -> None:
     if plan.problem_key is not None and plan.problem_key != problem_key(graph):
         raise PlanError(f"plan: made for another graph (key {plan.problem_key}, {graph.name!r} has "
                         f"{problem_key(graph)})")
-    if plan.hold_points:
-        raise PlanError("plan.hold_points: the executor runs single-level plans only (each recomputed "
-                        "tensor rebuilt once); multi-level recompute is simulated, not executed yet "
-                        "(docs/executor.md); plan without hold points, e.g. dp-checkpoint with multilevel=False")
+    if plan.hold_points and not getattr(info, "call_tensors", ()):
+        raise PlanError("plan.hold_points: a multi-level plan needs a graph traced with the graph tensors of "
+                        "every aten call (TraceInfo.call_tensors); trace the model again with "
+                        "slackswap.torch.trace")
     planning = {t.id for t in graph.planning_tensors()}
     if set(plan.decisions) != planning:
         miss, extra = sorted(planning - set(plan.decisions)), sorted(set(plan.decisions) - planning)
         raise PlanError(f"plan.decisions: does not match the planning tensors of {graph.name!r} "
                         f"(missing {miss[:5]}, not planning {extra[:5]})")
+    check_hold_points(graph, plan)

@@ -22,6 +22,9 @@ class TraceInfo:
       -1 when no op could be named.
     * ``op_signature[i]``: the aten op (``"aten.mm.default"``) that opens graph op ``i``.
     * ``aten_ops``: every aten op dispatched in the forward (+ loss), in order, folded ones too.
+    * ``call_tensors[i]``: the graph tensors aten call ``i`` made: the storages it created (in
+      output order), then the new versions of the storages it wrote in place; empty for a call
+      folded into another op. The executor names the storages of a run by it (multi-level plans).
     * ``op_times_s``: measured ``(fwd, bwd)`` seconds per graph op (cpu/cuda traces), else None.
     * ``kernels``: ``"cuda"`` when attention and dropout ran as the CUDA kernels (flash attention,
       ``native_dropout``), ``"native"`` when they ran as PyTorch chose on the trace device.
@@ -38,6 +41,7 @@ class TraceInfo:
     batch: int | None = None
     seq: int | None = None
     aten_ops: tuple[str, ...] = ()
+    call_tensors: tuple[tuple[int, ...], ...] = ()
     params: int = 0
     fwd_flops: float = 0.0
     bwd_flops: float = 0.0

@@ -32,7 +32,7 @@ def simulated_saved_peak(graph, plan, issue_points: dict[int, int]) -> int:
     (same decisions, same issue stages), counted as described in this module's docstring."""
     from ..timeline.schedule import compile_schedule
 
-    sched = compile_schedule(graph, plan.decisions)
+    sched = compile_schedule(graph, plan.decisions, plan.hold_points)
     planning = {t.id for t in graph.planning_tensors()}
     spans = []
     for tid, lives in sched.tensor_spans.items():
@@ -49,14 +49,27 @@ def first_use_stages(graph, plan) -> dict[int, int]:
     """Per swapped tensor: the backward stage of its first use (the latest allowed issue point)."""
     from ..timeline.schedule import compile_schedule
 
-    sched = compile_schedule(graph, plan.decisions)
+    sched = compile_schedule(graph, plan.decisions, plan.hold_points)
     return {t: sched.stage[u] for t, (u, _) in sched.swap_bwd.items()}
 
 
 def h2d_order(graph, plan) -> list[int]:
     from ..timeline.schedule import compile_schedule
 
-    return compile_schedule(graph, plan.decisions).h2d_queue()
+    return compile_schedule(graph, plan.decisions, plan.hold_points).h2d_queue()
+
+
+def last_use_stages(graph, plan) -> dict[int, int]:
+    """Per tensor read in the backward pass (by a backward op or a re-run): the stage of its last
+    read in the simulator's schedule (docs/timeline.md section 3), hold points included."""
+    from ..timeline.schedule import compile_schedule
+
+    sched = compile_schedule(graph, plan.decisions, plan.hold_points)
+    out = {}
+    for s in range(sched.n_fwd, sched.n_steps):
+        for t in sched.reads[s]:
+            out[t] = sched.stage[s]
+    return out
 
 
 def resolved_issue_points(problem, plan) -> dict[int, int]:

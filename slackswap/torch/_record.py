@@ -39,6 +39,7 @@ class StorageRec:
     last_read_step: int = 0
     read_since_write: bool = False
     tid: int | None = None                      # graph tensor id, once packed
+    versions: dict = field(default_factory=dict)  # version -> graph tensor id (from the trace)
 
 
 @dataclass(eq=False)
@@ -81,9 +82,12 @@ class Recorder(TorchDispatchMode):
     """Records the forward aten calls of a step, checking each against the trace's ``expected``
     sequence; passes calls through once ``active`` is False (backward pass, replays, hooks)."""
 
-    def __init__(self, expected=None):
+    def __init__(self, expected=None, made=None):
         super().__init__()
         self.expected = None if expected is None else [f for f in expected if f not in _UNCHECKED]
+        # per checked call: the graph tensors the trace saw it make (TraceInfo.call_tensors)
+        self.made = None if expected is None or not made else \
+            [m for f, m in zip(expected, made, strict=True) if f not in _UNCHECKED]
         self.active = True
         self.n_calls = 0            # forward calls seen (folded ones too)
         self.step = 0               # forward calls that made or wrote a storage
@@ -116,6 +120,9 @@ class Recorder(TorchDispatchMode):
                                      f"{self.expected[i]}; "
                                      "the model or its input shapes differ from the traced ones")
             self.n_calls += 1
+            idx = i
+        else:
+            idx = None
         rng = None
         if _SEEDED is not None and _SEEDED in func.tags:
             rng = _rng_state(args, kwargs)
@@ -136,6 +143,7 @@ class Recorder(TorchDispatchMode):
                 call.leaves.append(x)
         mutable = func._schema.is_mutable
         real = False
+        wrote = []
         for i, y in enumerate(tree_flatten(out)[0]):
             if not isinstance(y, torch.Tensor):
                 continue
@@ -148,6 +156,7 @@ class Recorder(TorchDispatchMode):
                     call.fused = not rec.read_since_write
                     rec.calls.append((call, i))
                     rec.read_since_write = False
+                    wrote.append(rec)
                     real = True
                 continue
             if any(r.key == k for _, r in call.created):
@@ -158,6 +167,8 @@ class Recorder(TorchDispatchMode):
             call.created.append((i, rec))
             self.live[k] = rec
             real = True
+        if self.made is not None and real and idx is not None:
+            _name(self.made[idx], [r for _, r in call.created], wrote)
         if real:
             written = {r.key for _, r in call.created} | {k for k in in_keys if k in self.live
                                                            and self.live[k].calls[-1][0] is call}
@@ -168,6 +179,25 @@ class Recorder(TorchDispatchMode):
                         self.live[k].read_since_write = True
             self.step += 1
         return out
+
+
+def _name(tids, created, wrote) -> None:
+    """Give each storage version a call made the graph tensor id the trace gave it
+    (``StorageRec.versions``): created storages first, then the written ones. A write the trace
+    fused into its writer is the writer's tensor; counts that differ from the trace name only
+    the created storages."""
+    if len(tids) < len(created):
+        return
+    for rec, t in zip(created, tids, strict=False):
+        rec.versions[len(rec.calls)] = t
+    rest = tids[len(created):]
+    for j, rec in enumerate(wrote):
+        v = len(rec.calls)
+        if not rest:
+            if v - 1 in rec.versions:
+                rec.versions[v] = rec.versions[v - 1]
+        elif len(rest) == len(wrote):
+            rec.versions[v] = rest[j]
 
 
 def _rng_state(args, kwargs):

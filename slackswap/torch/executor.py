@@ -80,8 +80,17 @@ class Execution:
         self.h2d_queue = [t for t in _ledger.h2d_order(graph, plan) if t in self.issue]
         self.pack_op = _ledger.pack_ops(graph)
         self.track = track
+        # multi-level plans (hold points): a copy is released by the schedule's stages, not by
+        # counted uses (a rebuilt tensor may be read by several rebuilds of one consumer)
+        self.hold = dict(plan.hold_points)
+        self.last_stage = _ledger.last_use_stages(graph, plan) if self.hold else {}
+        self.n_stages = len(graph.ops)
+        self.key_tid: dict[tuple, int] = {}          # multi-level: cache key -> graph tensor id
+        self.transient: list = []                    # multi-level: copies that end with this stage
+        self.ending = None                           # the stage closed last, until another opens
         needs_rec = track or bool(plan.ids(Decision.RECOMPUTE))
-        self.rec = Recorder(expected=self.info.aten_ops or None) if needs_rec else None
+        self.rec = Recorder(expected=self.info.aten_ops or None,
+                            made=self.info.call_tensors if self.hold else None) if needs_rec else None
         self.stats = ExecStats(decisions=_ledger.count_decisions(plan))
         self.k = 0
         self.backward = False
@@ -285,6 +294,9 @@ class Execution:
 
     def _open_stage(self, stage, node):
         self._host_point()
+        if self.hold and self.ending is not None and stage != self.ending:
+            self._end_of_stage(self.ending)   # one graph stage may span several autograd nodes
+        self.ending = None
         self.stage = (stage, node)
         self.stage_first = self.step
         self.stage_uses = []
@@ -302,7 +314,23 @@ class Execution:
         self.step += 1
         for key in self.stage_uses:
             self._touch(key, s)
+        self.ending = self.stage[0]
         self.stage = None
+
+    def _end_of_stage(self, c):
+        """Multi-level plans: release the transient copies made in stage ``c`` (regenerated above
+        their hold point) and everything whose last read in the schedule is in stage ``c`` or
+        before it (docs/timeline.md section 3)."""
+        for key in self.transient:
+            if key in self.cache:
+                self._release(key)
+        self.transient.clear()
+        for key in dict.fromkeys((*self.cache, *self.open)):
+            x = key[1] if key[0] == "t" else self.key_tid.get(key)
+            if x is not None and self.last_stage.get(x, c) >= c:
+                self._release(key)
+        for tid in [t for t in self.keep if self.last_stage.get(t, c) >= c]:
+            del self.keep[tid]
 
     def _fetch(self, tid, use=True):
         """The device copy of swapped ``tid``: copied back now, or the prefetched one. On CUDA the
@@ -354,12 +382,28 @@ class Execution:
                 for j, other in call.created:   # the re-run also made these: keep the needed ones
                     if other is not rec and (other.tid is None or self.dec[other.tid] is Decision.RECOMPUTE):
                         k2 = ("t", other.tid) if other.tid is not None else ("r", id(other), 1)
-                        if self.uses[k2] > 0 and k2 not in self.cache and len(other.calls) == 1:
+                        if k2 not in self.cache and len(other.calls) == 1 and \
+                                (self.uses[k2] > 0 if not self.hold else self._made(k2, other, 1)):
                             self.cache[k2] = outs[j]
                             self._alloc(k2, other.tid, s)
         self.cache[key] = base
         self._alloc(key, rec.tid, self.step - 1)
+        if self.hold:
+            self._made(key, rec, version)
         return base
+
+    def _made(self, key, rec, version) -> bool:
+        """Multi-level plans: name the graph tensor of a rebuilt copy and mark it transient when
+        this stage is above its hold point. True when the copy is resident after the re-run, as
+        every output of a re-run op is in the schedule (the executor cannot name the tensor of a
+        storage the trace did not see made: then only when some read is still counted)."""
+        x = key[1] if key[0] == "t" else rec.versions.get(version)
+        if x is None:
+            return self.uses[key] > 0
+        self.key_tid[key] = x
+        if self.stage is not None and self.stage[0] > self.hold.get(x, self.n_stages - 1):
+            self.transient.append(key)
+        return True
 
     def _input(self, ref):
         key = self._key(ref)
@@ -395,7 +439,7 @@ class Execution:
         """One use of ``key`` at ``step`` (None: the backward step of the current stage)."""
         self.uses[key] -= 1
         if key[0] == "k":
-            if self.uses[key] <= 0:
+            if self.uses[key] <= 0 and not self.hold:
                 self.keep.pop(key[1], None)
             key = ("t", key[1])
         if step is None:
@@ -406,6 +450,8 @@ class Execution:
     def _touch(self, key, step):
         if key in self.open:
             self.open[key][2] = max(self.open[key][2], step)
+        if self.hold and (key[0] == "t" or key in self.key_tid):
+            return                                   # released at the end of a stage
         if self.uses[key] <= 0 and (key[0] != "t" or self.uses[("k", key[1])] <= 0):
             self._release(key)
 
