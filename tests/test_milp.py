@@ -337,3 +337,34 @@ def test_presolve_switch():
     assert planners.get("milp").params["presolve"] == "auto"
     with pytest.raises(SlackSwapError, match="presolve"):
         planners.get("milp", presolve="sometimes").plan(p)
+
+
+@pytest.mark.parametrize("case", CASES[:6], ids=CASES_BY_NAME[:6])
+def test_cutoff_switch_changes_no_optimum(case):
+    """The solver searches below the warm start's time (``cutoff``, on by default): the same
+    optimum as without it, and brute force's."""
+    p = _case(*case[1:])
+    on = planners.get("milp").plan(p)
+    off = planners.get("milp", cutoff=False).plan(p)
+    best = planners.get("brute").plan(p)
+    assert on.info.status is off.info.status is Status.OPTIMAL
+    assert on.info.objective == pytest.approx(off.info.objective, rel=1e-9)
+    assert on.info.objective == pytest.approx(best.info.objective, rel=1e-9)
+    assert planners.get("milp").params["cutoff"] is True
+    with pytest.raises(SlackSwapError, match="cutoff"):
+        planners.get("milp", cutoff="sometimes")
+
+
+def test_highs_prunes_at_the_cutoff():
+    from slackswap.mip.backends import solve
+
+    p = _case(*CASES[2][1:])
+    mp = planners.get("milp", cutoff=False)
+    built = mp.build(p)
+    opt = solve(built.model, "highs")
+    assert opt.status == "optimal"
+    above = solve(built.model, "highs", cutoff=opt.objective * (1 + 1e-6))
+    below = solve(built.model, "highs", cutoff=opt.objective * (1 - 1e-6))
+    assert above.status == "optimal" and above.objective == pytest.approx(opt.objective, rel=1e-9)
+    assert below.status == "infeasible"        # nothing below the optimum: every node pruned
+    assert solve(built.model, "cbc", cutoff=opt.objective * (1 - 1e-6)).status == "optimal"   # HiGHS only

@@ -66,3 +66,18 @@ def test_the_exact_path_starts_from_the_improved_warm_start():
     r = simulate(p, better, detail=False)
     assert r.fits and r.step_time_s < s0 and src2.startswith("the incumbent search")
     assert better.problem_key == p.key
+
+
+def test_pair_search_tries_each_eviction_alone_first():
+    """Keep-all fits at this budget; evicting its largest tensor alone slows the step. The
+    first move the search makes is the single one that keeps it again (a two-tensor move would
+    evict another tensor to pay for it)."""
+    p = Problem.build("tiny", "a100-80gb", 1.0)
+    keep = {t: K for t in p.planning_ids}
+    big = max(p.planning_ids, key=lambda t: (p.graph.tensors[t].bytes, t))
+    start = {**keep, big: R}
+    s0 = simulate(p, Plan(start), detail=False).step_time_s
+    best = simulate(p, Plan(keep), detail=False).step_time_s
+    assert best < s0
+    dec, s, moves, sims = pair_search(p, dict(start), s0, max_sims=2)
+    assert (dec, s, moves) == (keep, best, 1) and sims <= 2

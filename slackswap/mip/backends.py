@@ -111,8 +111,10 @@ def _new_highs():
 
 def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
                 start: dict[int, float] | None = None, relax: bool = False, deadline: float | None = None,
-                isolate: bool | None = None, presolve: bool = True) -> Result:
-    """Solve with HiGHS. ``deadline`` (a ``time.perf_counter()`` value) caps the solver's time limit
+                isolate: bool | None = None, presolve: bool = True, cutoff: float | None = None) -> Result:
+    """Solve with HiGHS. ``cutoff`` (a MIP objective value, e.g. the warm start's): HiGHS prunes
+    every node whose bound reaches it, so it searches only for plans better than that; status
+    "infeasible" then means none is below it. ``deadline`` (a ``time.perf_counter()`` value) caps the solver's time limit
     at what is left once the model is passed. ``start`` is NOT passed to HiGHS: HiGHS 1.16 maps a
     partial MIP start into its presolved space wrongly (it reported "feasible in the reduced space:
     objective -3" for a start of objective 1.21 and then stopped as optimal at a wrong plan), so the
@@ -137,7 +139,7 @@ def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
 
         iso = limited and not relax and any(model.integer) and not mp.current_process().daemon
     opts = {"time_limit_s": time_limit_s, "mip_rel_gap": mip_rel_gap, "threads": threads,
-            "seed": seed, "relax": relax, "presolve": presolve}
+            "seed": seed, "relax": relax, "presolve": presolve, "cutoff": cutoff}
     if iso:
         from .highs_process import solve_isolated
 
@@ -146,8 +148,10 @@ def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
     return _run(h, any(model.integer), deadline=deadline, **opts)
 
 
-def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadline, presolve=True) -> Result:
-    """Set the options on the loaded ``h``, run it and read the result back."""
+def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadline, presolve=True,
+         cutoff=None) -> Result:
+    """Set the options on the loaded ``h``, run it and read the result back. ``cutoff``: HiGHS's
+    ``objective_bound`` for a MIP (nodes whose bound reaches it are pruned)."""
     import highspy
 
     time_limit_s = _left(time_limit_s, deadline)
@@ -164,6 +168,8 @@ def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadl
         h.setOptionValue("threads", int(threads))
     if relax:
         h.setOptionValue("solve_relaxation", True)
+    elif mip and cutoff is not None:
+        h.setOptionValue("objective_bound", float(cutoff))
     h.run()
     st = h.getModelStatus()
     info = h.getInfo()
@@ -324,6 +330,7 @@ def solve(model, solver: str, **kw) -> Result:
         kw.pop("write", None)
         return solve_highs(model, **kw)
     kw.pop("presolve", None)          # a HiGHS option; CBC and cvxpy keep their own presolve
+    kw.pop("cutoff", None)            # HiGHS only: the others search without it
     if solver == "cbc":
         return solve_cbc(model, **kw)
     if solver == "cvxpy":

@@ -31,6 +31,9 @@ from .clock import MIN_TIME_LIMIT_S, SOLVER_START_S, WARM_SHARE, Clock, bound_fi
 
 _REL = 1e-6
 _PRESOLVE_MAX_NNZ = 250_000
+#: ``cutoff``: the solver searches below the warm start's time plus this relative margin (above
+#: the solver's tolerances, so the warm start's own value is never pruned as "not better")
+_CUTOFF_TOL = 1e-7
 # the exact path improves its warm start (``improve``) above this many planning tensors: below,
 # HiGHS proves the optimum in seconds whatever the start; above (GPT-2 at 3 layers, 50 tensors)
 # slack's plan was the loose side of a 0.29% gap after 5 minutes
@@ -51,7 +54,8 @@ def _presolve(value):
 class MilpPlanner:
     """``milp(solver="highs", time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
     warm_start=True, write_lp=None, allow_swap=True, allow_recompute=True, max_tree_nodes=4000,
-    max_exact_tensors=40, aggregate_nodes=20, aggregate_time_s=60, presolve="auto", improve_sims=500)``.
+    max_exact_tensors=40, aggregate_nodes=20, aggregate_time_s=60, presolve="auto", improve_sims=500,
+    cutoff=True)``.
 
     The warm start (and fallback incumbent) is the fastest fitting plan of keep-all, recompute-all
     and every registered heuristic that respects ``allow_swap`` / ``allow_recompute``. The exact
@@ -68,7 +72,9 @@ class MilpPlanner:
     bound and which incumbent. Before that, while the gap is open, it looks for a better incumbent
     (``improve``): slack's switch variants (with ``warm_start``), then at most ``improve_sims``
     simulations of a local search over two-tensor moves (0: off), within the time limit. The
-    exact path does the same to its warm start above ``_IMPROVE_EXACT_MIN`` planning tensors."""
+    exact path does the same to its warm start above ``_IMPROVE_EXACT_MIN`` planning tensors.
+    With ``cutoff`` (HiGHS) the exact MILP searches only below the warm start's time: nodes whose
+    bound reaches it are pruned (docs/milp.md section 5)."""
 
     name = "milp"
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
@@ -89,12 +95,13 @@ class MilpPlanner:
         aggregate_time_s: NonNegFloat = 60.0
         presolve: Annotated[Literal[True, False, "auto"], BeforeValidator(_presolve)] = "auto"
         improve_sims: NonNegInt = 500
+        cutoff: bool = True
 
     def __init__(self, solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-9,
                  threads: int | None = None, seed: int = 0, warm_start: bool = True, write_lp=None,
                  allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
                  max_exact_tensors: int = 40, aggregate_nodes: int = 20, aggregate_time_s: float = 60.0,
-                 presolve="auto", improve_sims: int = 500):
+                 presolve="auto", improve_sims: int = 500, cutoff: bool = True):
         args = {k: v for k, v in locals().items() if k in self.Params.model_fields}
         self._set(check_params("milp", self.Params, **args))
 
@@ -109,7 +116,7 @@ class MilpPlanner:
                 "allow_swap": self.allow_swap, "allow_recompute": self.allow_recompute,
                 "max_exact_tensors": self.max_exact_tensors, "aggregate_nodes": self.aggregate_nodes,
                 "aggregate_time_s": self.aggregate_time_s,
-                "presolve": self.presolve, "improve_sims": self.improve_sims}
+                "presolve": self.presolve, "improve_sims": self.improve_sims, "cutoff": self.cutoff}
 
     def _check(self):
         """Parse the parameters (also after an attribute was changed) by ``Params``."""
@@ -176,13 +183,16 @@ class MilpPlanner:
                                   f"time limit {limit} s: too little time left after the build to start the solver")
         t_solve = time.perf_counter()
         presolve = self.presolve if self.presolve != "auto" else size["nonzeros"] <= _PRESOLVE_MAX_NNZ
+        cutoff = self._cutoff(problem, warm, built.tau)
         res = solve(model, self.solver, time_limit_s=None, mip_rel_gap=self.mip_rel_gap,
-                    threads=self.threads, seed=self.seed, start=start, deadline=deadline, presolve=presolve)
+                    threads=self.threads, seed=self.seed, start=start, deadline=deadline, presolve=presolve,
+                    cutoff=cutoff)
         solve_wall = time.perf_counter() - t_solve
         note = "; ".join(built.narrowed)
         if res.status == "infeasible":
             why = (f"memory no plan can avoid exceeds the budget (row {model.infeasible[0]} has no decision "
                    "left and fails)" if model.infeasible
+                   else "the MILP has no plan below the warm start's time (cutoff)" if cutoff is not None
                    else "the MILP is infeasible")
             if built.narrowed and not model.infeasible:   # the narrowed model leaves plans out: no proof
                 return self._fallback(problem, warm, src, None, size, wall,
@@ -271,6 +281,16 @@ class MilpPlanner:
             return warm, src
         return (Plan(better.decisions, issue_points=better.issue_points, planner=self.name, params=self.params,
                      problem_key=problem.key), f"the incumbent search (from {src}: {note})")
+
+    def _cutoff(self, problem, warm, tau: float) -> float | None:
+        """The MILP objective the solver need not reach (HiGHS ``objective_bound``): the warm
+        start's simulated time (in the model's unit, ``tau`` seconds) plus ``_CUTOFF_TOL``. The
+        model's time of a plan is at most its simulated time (equal when ``duplex_factor`` is 1),
+        so every pruned plan is slower than the warm start, which stays the fallback incumbent."""
+        if not self.cutoff or warm is None or self.solver != "highs":
+            return None
+        r = simulate(problem, warm, detail=False)
+        return r.step_time_s / tau * (1 + _CUTOFF_TOL) if r.fits and r.feasible else None
 
     def _fallback(self, problem, warm, src, bound, size, wall, message, status=Status.TIME_LIMIT):
         """The warm start (a plan that fits) with ``status`` (FEASIBLE for ERROR), a certified bound
