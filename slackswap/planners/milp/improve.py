@@ -11,8 +11,8 @@ proven gap from 0.46% to 0.08%). So the planner, with the time and the simulatio
 2. runs a first-improvement local search from the best plan: first single moves (an evicted
    tensor changes its decision: back to KEEP, or SWAP <-> RECOMPUTE), then two-tensor moves (such
    a change while a tensor at least half its size is evicted, or turns from SWAP to RECOMPUTE, to
-   pay for it). Single moves matter where a plan came from elsewhere than slack (one of its
-   variants): keeping llama-7b's final norm output at budget 0.2 gains 2.2 ms. Moves are tried
+   pay for it). Single moves matter where the best plan came from one of slack's variants:
+   llama-7b at budget 0.2 went from 1803.31 to 1801.24 ms with them (benchmarks/README.md). Moves are tried
    largest tensors first, the scan continues after each improvement, and a memory lower bound
    prunes moves that cannot fit before any simulation (``Judge``).
 
