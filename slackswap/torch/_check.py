@@ -15,10 +15,6 @@ def check_plan(plan, graph) -> None:
     if plan.problem_key is not None and plan.problem_key != problem_key(graph):
         raise PlanError(f"plan: made for another graph (key {plan.problem_key}, {graph.name!r} has "
                         f"{problem_key(graph)})")
-    if plan.hold_points and not getattr(info, "call_tensors", ()):
-        raise PlanError("plan.hold_points: a multi-level plan needs a graph traced with the graph tensors of "
-                        "every aten call (TraceInfo.call_tensors); trace the model again with "
-                        "slackswap.torch.trace")
     planning = {t.id for t in graph.planning_tensors()}
     if set(plan.decisions) != planning:
         miss, extra = sorted(planning - set(plan.decisions)), sorted(set(plan.decisions) - planning)
