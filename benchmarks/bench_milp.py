@@ -133,7 +133,8 @@ def exact(a) -> None:
             p = Problem.build(name, a.hardware, a.budget, layers=L)
             presolve = {"auto": "auto", "on": True, "off": False}[a.presolve]
             mp = planners.get("milp", time_limit_s=a.time_limit, threads=a.threads, solver=a.solver,
-                              max_exact_tensors=10**6, presolve=presolve, cutoff=a.cutoff == "on")
+                              max_exact_tensors=10**6, presolve=presolve, cutoff=a.cutoff == "on",
+                              aggregate_nodes=a.aggregate_nodes)
             t0 = time.perf_counter()
             built = mp.build(p)
             t_build = time.perf_counter() - t0
@@ -177,7 +178,7 @@ def main(argv=None):
     ap.add_argument("models", nargs="*")
     ap.add_argument("--hardware", default="a100-80gb")
     ap.add_argument("--budget", type=float, default=0.5)
-    ap.add_argument("--aggregate-nodes", type=int, default=20, help="branch-and-bound nodes for the aggregated MILP")
+    ap.add_argument("--aggregate-nodes", type=int, default=20, help="branch-and-bound nodes for the aggregated MILP (exact mode: 0 always builds the exact model)")
     ap.add_argument("--aggregate-time", type=float, default=60.0, help="safety cap in seconds for the aggregated MILP")
     ap.add_argument("--time-limit", type=float, default=20.0, help="exact and gaps modes: time_limit_s")
     ap.add_argument("--layers", type=int, nargs="*", default=[1, 2], help="exact mode: layer counts")

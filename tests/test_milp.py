@@ -289,6 +289,41 @@ def test_beyond_the_exact_model_reports_a_certified_gap():
         planners.get("milp", max_exact_tensors=-1).plan(p)
 
 
+def test_the_aggregated_bound_can_prove_the_warm_start_without_the_exact_model():
+    """GPT-2 with 2 layers at 0.95 (35 planning tensors, exact model forced): the aggregated MILP's
+    bound meets the warm start within AGGREGATE_PROOF_GAP, so the exact model (86 k nonzeros,
+    about a minute to prove the same plan optimal) is not built. The bound holds for every plan,
+    so it is at most the exact optimum (29757.58 us, benchmarks/README.md)."""
+    from slackswap.bounds import aggregate_bound
+    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP
+
+    p = Problem.build("gpt2", "a100-80gb", 0.95, layers=2)
+    plan = planners.get("milp", max_exact_tensors=10**6).plan(p)
+    r = simulate(p, plan, detail=False)
+    assert r.fits and plan.info.objective == r.step_time_s
+    assert plan.info.status is Status.FEASIBLE and plan.info.model_size == {}
+    assert "exact model not built" in plan.info.message and "aggregated MILP" in plan.info.message
+    assert plan.info.gap <= AGGREGATE_PROOF_GAP and plan.info.lower_bound <= r.step_time_s
+    assert plan.info.lower_bound == pytest.approx(p.ideal_step_s + aggregate_bound(p, integral=True, node_limit=20)[0],
+                                                  rel=1e-12)
+    loose = planners.get("milp", max_exact_tensors=10**6, mip_rel_gap=1e-3).plan(p)
+    assert loose.info.status is Status.OPTIMAL and "exact model not built" in loose.info.message
+
+
+def test_a_stopped_exact_solve_keeps_the_aggregated_bound_as_a_floor():
+    """`tiny` with 2 layers at 0.7: the aggregated MILP's bound (20.96 us) is above the capacity
+    LP's (20.83 us) but not at the warm start, so the exact model is solved; stopped by the time
+    limit, the certified bound is at least the aggregated MILP's."""
+    from slackswap.bounds import aggregate_bound
+
+    p = Problem.build("tiny", "a100-80gb", 0.7, layers=2)
+    agg = p.ideal_step_s + aggregate_bound(p, integral=True, node_limit=20)[0]
+    assert agg > capacity_bound(p)
+    plan = planners.get("milp", max_exact_tensors=10**6, time_limit_s=4).plan(p)
+    assert plan.info.status is Status.TIME_LIMIT
+    assert plan.info.lower_bound >= agg * (1 - 1e-12)
+
+
 @pytest.mark.parametrize("model", ["bert-large", "gpt2-xl", "llama-7b"])
 def test_full_size_published_instances_have_a_proven_gap_under_one_percent(model):
     """The issue's target at budget 0.5: proven gap <= 1%. With ``aggregate_time_s=0`` only the

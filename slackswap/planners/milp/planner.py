@@ -31,6 +31,10 @@ from .clock import MIN_TIME_LIMIT_S, SOLVER_START_S, WARM_SHARE, Clock, bound_fi
 
 _REL = 1e-6
 _PRESOLVE_MAX_NNZ = 250_000
+"""``presolve="auto"``: HiGHS presolve only on exact models up to this many nonzeros
+(docs/milp.md section 9): with it ``tiny`` with 2 layers (107,704 nonzeros) is proven optimal
+in 147 s instead of 470 s and GPT-2 with 2 layers (85,855) in 247 s instead of not within 300 s;
+on the 155,187-nonzero model of the previous formulation it outlasted the search."""
 #: ``cutoff``: the solver searches below the warm start's time plus this relative margin (above
 #: the solver's tolerances, so the warm start's own value is never pruned as "not better")
 _CUTOFF_TOL = 1e-7
@@ -38,10 +42,10 @@ _CUTOFF_TOL = 1e-7
 # HiGHS proves the optimum in seconds whatever the start; above (GPT-2 at 3 layers, 50 tensors)
 # slack's plan was the loose side of a 0.29% gap after 5 minutes
 _IMPROVE_EXACT_MIN = 24
-"""``presolve="auto"``: HiGHS presolve only on exact models up to this many nonzeros
-(docs/milp.md section 9): with it ``tiny`` with 2 layers (107,704 nonzeros) is proven optimal
-in 147 s instead of 470 s and GPT-2 with 2 layers (85,855) in 247 s instead of not within 300 s;
-on the 155,187-nonzero model of the previous formulation it outlasted the search."""
+AGGREGATE_PROOF_GAP = 1e-6
+"""Above ``_IMPROVE_EXACT_MIN`` planning tensors the exact model is not built when the aggregated
+MILP's bound is within this relative gap of the warm start (``_aggregate_proof``): the tolerance
+that MILP is solved to."""
 
 
 def _presolve(value):
@@ -74,7 +78,9 @@ class MilpPlanner:
     simulations of a local search over two-tensor moves (0: off), within the time limit. The
     exact path does the same to its warm start above ``_IMPROVE_EXACT_MIN`` planning tensors.
     With ``cutoff`` (HiGHS) the exact MILP searches only below the warm start's time: nodes whose
-    bound reaches it are pruned (docs/milp.md section 5)."""
+    bound reaches it are pruned (docs/milp.md section 5). Above ``_IMPROVE_EXACT_MIN`` planning
+    tensors the exact path first solves the aggregated MILP: when its bound is within
+    ``AGGREGATE_PROOF_GAP`` of the warm start the exact model is not built (``_aggregate_proof``)."""
 
     name = "milp"
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
@@ -160,6 +166,10 @@ class MilpPlanner:
             return beyond_exact(self, problem, warm, src, wall, deadline)
         if warm is not None and self.improve_sims and len(problem.planning_ids) > _IMPROVE_EXACT_MIN:
             warm, src = self._improved_warm(problem, warm, src, clock.at(WARM_SHARE))
+        if warm is not None and self.aggregate_nodes and len(problem.planning_ids) > _IMPROVE_EXACT_MIN:
+            proof = self._aggregate_proof(problem, warm, src, wall, deadline)
+            if proof is not None:
+                return proof
         try:
             built = self.build(problem, deadline)
         except BuildTimeout:
@@ -282,6 +292,40 @@ class MilpPlanner:
         return (Plan(better.decisions, issue_points=better.issue_points, planner=self.name, params=self.params,
                      problem_key=problem.key), f"the incumbent search (from {src}: {note})")
 
+    def _aggregate_proof(self, problem, warm, src, wall, deadline):
+        """The warm start, returned without building the exact model, when the aggregated MILP's
+        dual bound (docs/milp.md section 7; it holds for every plan) is within
+        ``max(mip_rel_gap, AGGREGATE_PROOF_GAP)`` of its simulated time: OPTIMAL when within
+        ``mip_rel_gap``, else FEASIBLE with that proven gap. Else None, and the bound is kept as a
+        floor of the certified bound (``_certified``). The aggregated MILP gets ``aggregate_nodes``
+        nodes, at most ``aggregate_time_s`` and, under a time limit, a quarter of the time left."""
+        from ...bounds import aggregate_bound
+
+        if not self._cap_in_time(problem):
+            return None
+        left = self.aggregate_time_s
+        if deadline is not None:
+            left = min(left, 0.25 * (deadline - time.perf_counter()))
+        if left <= 0.5:
+            return None
+        extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=self.aggregate_nodes,
+                                          mip_rel_gap=max(self.mip_rel_gap, 1e-6))
+        if agg is not None and (agg.model.infeasible or res is None or res.x is None and extra <= 0):
+            return None      # nothing proven (or no plan fits: the exact model says which)
+        bound = float(problem.ideal_step_s) + extra
+        self._bound_memo["agg"] = bound
+        obj = simulate(problem, warm, detail=False).step_time_s
+        gap = _gap(obj, bound)
+        if gap is None or gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
+            return None
+        status = Status.OPTIMAL if gap <= self.mip_rel_gap else Status.FEASIBLE
+        nodes = getattr(res, "mip_node_count", 0) if res is not None else 0
+        how = ("no step exceeds the budget under keep-all: the bound is the ideal step" if agg is None
+               else f"the aggregated MILP's dual bound after {nodes} nodes")
+        return warm.with_info(status=status, objective=obj, lower_bound=min(bound, obj), gap=gap, wall_s=wall(),
+                              model_size={}, message=f"proven gap {gap:.2g} by {how}, which holds for every plan "
+                              f"(docs/milp.md section 7): exact model not built; incumbent: {src}'s plan")
+
     def _cutoff(self, problem, warm, tau: float) -> float | None:
         """The MILP objective the solver need not reach (HiGHS ``objective_bound``): the warm
         start's simulated time (in the model's unit, ``tau`` seconds) plus ``_CUTOFF_TOL``. The
@@ -343,7 +387,8 @@ class MilpPlanner:
         memo = self._bound_memo
         if "cap" not in memo:
             memo["cap"] = _certified(problem, None) if self._cap_in_time(problem) else float(problem.ideal_step_s)
-        return memo["cap"] if bound is None else max(bound, memo["cap"])
+        floor = max(memo["cap"], memo.get("agg", memo["cap"]))
+        return floor if bound is None else max(bound, floor)
 
     def _cap_in_time(self, problem) -> bool:
         return bound_fits(self._bound_memo["clock"], problem)
