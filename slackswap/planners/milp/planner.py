@@ -309,8 +309,8 @@ class MilpPlanner:
         if left <= 0.5:
             return None
         extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=self.aggregate_nodes,
-                                          mip_rel_gap=max(self.mip_rel_gap, 1e-6))
-        if agg is not None and (agg.model.infeasible or res is None or res.x is None and extra <= 0):
+                                          mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP))
+        if agg is not None and (agg.model.infeasible or res is None or (res.x is None and extra <= 0)):
             return None      # nothing proven (or no plan fits: the exact model says which)
         bound = float(problem.ideal_step_s) + extra
         self._bound_memo["agg"] = bound
