@@ -128,3 +128,32 @@ def test_fixing_some_issue_points_at_their_default_changes_nothing(case, rnd):
     a, b = simulate(p, plan), simulate(p, part)
     assert (a.feasible, a.step_time_s, a.peak_bytes, a.stall_s) == (b.feasible, b.step_time_s, b.peak_bytes, b.stall_s)
     assert a.events == b.events
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases())
+def test_a_given_schedule_gives_the_same_result(case):
+    """``simulate(..., schedule=...)`` (a search that compiled the schedule to prune by memory
+    passes it on) gives exactly the result of compiling it inside."""
+    from slackswap.timeline import compile_schedule
+
+    p, plan = case
+    sched = compile_schedule(p.graph, plan.decisions, plan.hold_points)
+    for detail in (False, True):
+        a, b = simulate(p, plan, detail=detail, schedule=sched), simulate(p, plan, detail=detail)
+        for f in dataclasses.fields(a):
+            x, y = getattr(a, f.name), getattr(b, f.name)
+            assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y or (x != x and y != y), f.name
+
+
+def test_a_schedule_of_another_graph_is_refused():
+    import pytest
+
+    from slackswap.errors import PlanError
+    from slackswap.timeline import compile_schedule
+
+    p = Problem.build("tiny", "a100-80gb", 0.7)
+    other = Problem.build("tiny", "a100-80gb", 0.7, layers=1)
+    sched = compile_schedule(other.graph, {t: Decision.KEEP for t in other.planning_ids})
+    with pytest.raises(PlanError, match="not a schedule of 'tiny'"):
+        simulate(p, Plan({t: Decision.KEEP for t in p.planning_ids}), schedule=sched)

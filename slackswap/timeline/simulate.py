@@ -106,17 +106,26 @@ def issue_points(problem, plan: Plan) -> dict[int, int]:
     return _issue_points(sched, plan, sizes, float(problem.budget_bytes))[1]
 
 
-def simulate(problem, plan: Plan, *, detail: bool = True) -> SimResult:
+def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | None = None) -> SimResult:
     """Simulate one training step of ``problem`` under ``plan``.
 
     Returns a ``SimResult``; an impossible allocation is a result with ``feasible=False`` and a
     reason naming the step and bytes, never an exception. Bad plans raise ``PlanError``.
-    ``detail=False`` skips the event list (peak and times are still exact).
+    ``detail=False`` skips the event list (peak and times are still exact). ``schedule``: the
+    plan's ``compile_schedule(problem.graph, plan.decisions, plan.hold_points)`` when the caller
+    has it already (a search that compiled it to prune by memory), so it is not compiled twice;
+    it is trusted to be that one (only its number of forward steps is checked: ``PlanError``).
     """
     validate(problem, plan)
     g, c = problem.graph, problem.costs
     budget = float(problem.budget_bytes)
-    sched = compile_schedule(g, plan.decisions, plan.hold_points)
+    if schedule is None:
+        sched = compile_schedule(g, plan.decisions, plan.hold_points)
+    elif schedule.n_fwd != len(g.ops):
+        raise PlanError(f"simulate(schedule=...): not a schedule of {g.name!r} ({schedule.n_fwd} forward steps, "
+                        f"{len(g.ops)} ops)")
+    else:
+        sched = schedule
     sizes = [t.bytes for t in g.tensors]
     n = sched.n_fwd
     steps = sched.n_steps

@@ -138,12 +138,15 @@ class Judge:
         key = (tuple(sorted((t, d.value) for t, d in decisions.items())), tuple(sorted(issue.items())))
         if key in self.cache:
             return self.cache[key]
-        if prefilter and not memory_may_fit(self.problem, decisions):
-            self.pruned += 1
-            self.cache[key] = (math.inf, None)
-            return self.cache[key]
+        sched = None
+        if prefilter:
+            sched, lb = memory_lower_bound(self.problem, decisions)
+            if not _under_budget(self.problem, lb):
+                self.pruned += 1
+                self.cache[key] = (math.inf, None)
+                return self.cache[key]
         self.calls += 1
-        r = simulate(self.problem, Plan(decisions, issue_points=issue), detail=False)
+        r = simulate(self.problem, Plan(decisions, issue_points=issue), detail=False, schedule=sched)
         s = r.step_time_s if (r.feasible and r.fits) else math.inf
         self.cache[key] = (s, r)
         return s, r
@@ -166,7 +169,10 @@ def memory_lower_bound(problem, decisions: dict):
 def memory_may_fit(problem, decisions: dict) -> bool:
     """False only if the simulator must find ``decisions`` infeasible: a lower bound of the
     accounted memory exceeds the budget at some step."""
-    lb = memory_lower_bound(problem, decisions)[1]
+    return _under_budget(problem, memory_lower_bound(problem, decisions)[1])
+
+
+def _under_budget(problem, lb) -> bool:
     return bool(lb.max() <= problem.budget_bytes + 1e-9) if lb.size else True
 
 
