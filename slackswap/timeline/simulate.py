@@ -97,13 +97,24 @@ def _issue_points(sched: Schedule, plan: Plan, sizes, budget: float):
     return fixed, issue
 
 
-def issue_points(problem, plan: Plan) -> dict[int, int]:
+def issue_points(problem, plan: Plan, *, schedule: Schedule | None = None) -> dict[int, int]:
     """The issue point (backward stage) of every swapped tensor of ``plan`` as ``simulate`` uses
-    it: the plan's own where it gives one, else the default of docs/timeline.md section 3."""
+    it: the plan's own where it gives one, else the default of docs/timeline.md section 3.
+    ``schedule``: as for ``simulate``."""
     validate(problem, plan)
-    sched = compile_schedule(problem.graph, plan.decisions, plan.hold_points)
+    sched = _schedule(problem.graph, plan, schedule)
     sizes = [t.bytes for t in problem.graph.tensors]
     return _issue_points(sched, plan, sizes, float(problem.budget_bytes))[1]
+
+
+def _schedule(g, plan: Plan, schedule: Schedule | None) -> Schedule:
+    """``schedule`` when given (a schedule of ``g``: ``PlanError`` otherwise), else compiled."""
+    if schedule is None:
+        return compile_schedule(g, plan.decisions, plan.hold_points)
+    if schedule.n_fwd != len(g.ops):
+        raise PlanError(f"schedule=...: not a schedule of {g.name!r} ({schedule.n_fwd} forward steps, "
+                        f"{len(g.ops)} ops)")
+    return schedule
 
 
 def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | None = None) -> SimResult:
@@ -119,13 +130,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
     validate(problem, plan)
     g, c = problem.graph, problem.costs
     budget = float(problem.budget_bytes)
-    if schedule is None:
-        sched = compile_schedule(g, plan.decisions, plan.hold_points)
-    elif schedule.n_fwd != len(g.ops):
-        raise PlanError(f"simulate(schedule=...): not a schedule of {g.name!r} ({schedule.n_fwd} forward steps, "
-                        f"{len(g.ops)} ops)")
-    else:
-        sched = schedule
+    sched = _schedule(g, plan, schedule)
     sizes = [t.bytes for t in g.tensors]
     n = sched.n_fwd
     steps = sched.n_steps

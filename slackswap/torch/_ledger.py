@@ -45,26 +45,28 @@ def simulated_saved_peak(graph, plan, issue_points: dict[int, int]) -> int:
     return peak_of(spans, sched.n_steps)
 
 
-def first_use_stages(graph, plan) -> dict[int, int]:
-    """Per swapped tensor: the backward stage of its first use (the latest allowed issue point)."""
+def schedule(graph, plan):
+    """The simulator's compiled schedule of ``plan`` (``timeline.compile_schedule``), to pass to
+    the functions below when several are needed, so it is compiled once."""
     from ..timeline.schedule import compile_schedule
 
-    sched = compile_schedule(graph, plan.decisions, plan.hold_points)
+    return compile_schedule(graph, plan.decisions, plan.hold_points)
+
+
+def first_use_stages(graph, plan, sched=None) -> dict[int, int]:
+    """Per swapped tensor: the backward stage of its first use (the latest allowed issue point)."""
+    sched = sched or schedule(graph, plan)
     return {t: sched.stage[u] for t, (u, _) in sched.swap_bwd.items()}
 
 
-def h2d_order(graph, plan) -> list[int]:
-    from ..timeline.schedule import compile_schedule
-
-    return compile_schedule(graph, plan.decisions, plan.hold_points).h2d_queue()
+def h2d_order(graph, plan, sched=None) -> list[int]:
+    return (sched or schedule(graph, plan)).h2d_queue()
 
 
-def last_use_stages(graph, plan) -> dict[int, int]:
+def last_use_stages(graph, plan, sched=None) -> dict[int, int]:
     """Per tensor read in the backward pass (by a backward op or a re-run): the stage of its last
     read in the simulator's schedule (docs/timeline.md section 3), hold points included."""
-    from ..timeline.schedule import compile_schedule
-
-    sched = compile_schedule(graph, plan.decisions, plan.hold_points)
+    sched = sched or schedule(graph, plan)
     out = {}
     for s in range(sched.n_fwd, sched.n_steps):
         for t in sched.reads[s]:
@@ -72,12 +74,12 @@ def last_use_stages(graph, plan) -> dict[int, int]:
     return out
 
 
-def resolved_issue_points(problem, plan) -> dict[int, int]:
+def resolved_issue_points(problem, plan, sched=None) -> dict[int, int]:
     """The issue stage of every swapped tensor as ``simulate`` places it (the plan's own points,
     the others by the budget rule of docs/timeline.md section 3)."""
     from ..timeline.simulate import issue_points
 
-    return issue_points(problem, plan)
+    return issue_points(problem, plan, schedule=sched)
 
 
 def pack_ops(graph) -> tuple[int, ...]:

@@ -72,18 +72,20 @@ class Execution:
         self.device = next((p.device for p in model.parameters()), torch.device("cpu"))
         self.cuda = self.device.type == "cuda"
         swaps = plan.ids(Decision.SWAP)
-        if issue_points is None:
-            issue_points = (_ledger.resolved_issue_points(problem, plan) if problem is not None
-                            else dict(plan.issue_points))
-        first = _ledger.first_use_stages(graph, plan)
+        sched = _ledger.schedule(graph, plan)       # compiled once for what follows
+        if issue_points is None and problem is not None:
+            issue_points = _ledger.resolved_issue_points(problem, plan, sched if problem.graph is graph else None)
+        elif issue_points is None:
+            issue_points = dict(plan.issue_points)
+        first = _ledger.first_use_stages(graph, plan, sched)
         self.issue = {t: issue_points.get(t, first[t]) for t in swaps if t in first}
-        self.h2d_queue = [t for t in _ledger.h2d_order(graph, plan) if t in self.issue]
+        self.h2d_queue = [t for t in _ledger.h2d_order(graph, plan, sched) if t in self.issue]
         self.pack_op = _ledger.pack_ops(graph)
         self.track = track
         # multi-level plans (hold points): a copy is released by the schedule's stages, not by
         # counted uses (a rebuilt tensor may be read by several rebuilds of one consumer)
         self.hold = dict(plan.hold_points)
-        self.last_stage = _ledger.last_use_stages(graph, plan) if self.hold else {}
+        self.last_stage = _ledger.last_use_stages(graph, plan, sched) if self.hold else {}
         self.n_stages = len(graph.ops)
         self.key_tid: dict[tuple, int] = {}          # multi-level: cache key -> graph tensor id
         self.transient: list = []                    # multi-level: copies that end with this stage
