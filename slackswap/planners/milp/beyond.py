@@ -29,7 +29,7 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
     msg = [f"{n} planning tensors > max_exact_tensors={self.max_exact_tensors}: exact model not built"]
     best, obj = None, None
     inc = None
-    others = []     # further starts of the incumbent search: the candidates that are not the best
+    others = []     # further starts of the incumbent search (``improve`` drops the one it starts from)
     if warm is not None:
         best, obj, inc = warm, simulate(problem, warm, detail=False).step_time_s, f"incumbent: {src}'s plan"
     size, proven = {}, False
@@ -60,12 +60,13 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
             cand = _aggregate_plan(self, problem, agg, res)
             if cand is not None:
                 rc = simulate(problem, cand, detail=False)
+                if rc.feasible and rc.fits:
+                    # a start of its own even when a variant of slack's switches beats it
+                    others.append(("the aggregated MILP's decisions", cand, rc.step_time_s))
                 if rc.feasible and rc.fits and (obj is None or rc.step_time_s < obj):
                     if best is not None:
                         others.append((f"{src}'s plan", best, obj))
                     best, obj, inc = cand, rc.step_time_s, "incumbent: the aggregated MILP's decisions"
-                elif rc.feasible and rc.fits:
-                    others.append(("the aggregated MILP's decisions", cand, rc.step_time_s))
     if self.improve_sims and (obj is None or _gap(obj, bound) > self.mip_rel_gap) \
             and (deadline is None or time.perf_counter() < deadline):
         from .improve import improve

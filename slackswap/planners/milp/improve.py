@@ -18,8 +18,9 @@ proven gap from 0.46% to 0.08%). So the planner, with the time and the simulatio
 3. runs the same search from the other candidates it is given (beyond the exact model: the
    aggregated MILP's decisions, or the warm start when those are faster), each with a share of
    the work that shrinks with its distance from the bound, and keeps the fastest end. A slower
-   start can lead to a better local optimum: at bert-large 0.3 the search from the aggregated
-   MILP's decisions ends at 230.87 ms, the one from slack's plan at 231.37 ms.
+   start can lead to a better local optimum: at bert-large 0.3 (2,000 simulations) the search
+   from the aggregated MILP's decisions ends at 230.87 ms, the one from slack's plan at
+   231.36 ms (benchmarks/README.md).
 
 The simulator judges every candidate, so the result is a plan that fits, with its simulated
 time; nothing here changes the bound.
@@ -121,7 +122,8 @@ def improve(problem, plan: Plan | None, step_s: float | None, *, allow_swap: boo
     """``(plan, step_s, note)``: the best of ``plan`` (simulated at ``step_s``) and, with
     ``variants_too``, slack's ``VARIANTS``, then ``pair_search`` from it and from each of
     ``others`` (``[(label, Plan, step_s)]``, plans that fit, e.g. the aggregated MILP's
-    decisions): a search from a second start reaches what the first does not (module doc).
+    decisions; one equal to the first start is left out): a search from a second start reaches
+    what the first does not (module doc).
     The starts share the simulations and the time left in proportion to ``1 / (step_s -
     bound)`` (equal shares without a ``bound``): a start twice as far from the lower bound gets
     half as much; what a start leaves unused goes to the next. ``note`` says what changed (""
@@ -141,7 +143,7 @@ def improve(problem, plan: Plan | None, step_s: float | None, *, allow_swap: boo
                                    if p is not None and dict(p.decisions) != dict(best.decisions)]
     weight = [1.0 if bound is None else 1.0 / max(s0 - bound, 1e-9 * abs(s0)) for _, _, s0 in starts]
     left = max_sims
-    found = []       # (step_s, decisions, label, moves, sims) per start searched
+    found = []       # (step_s, decisions, label, moves, simulations) per start searched
     for i, (label, start, s0) in enumerate(starts):
         now = time.perf_counter()
         if left <= 0 or (until is not None and now >= until):
@@ -152,10 +154,10 @@ def improve(problem, plan: Plan | None, step_s: float | None, *, allow_swap: boo
                                           allow_recompute=allow_recompute, max_sims=max(1, round(left * share)),
                                           until=stop)
         left -= sims
-        found.append((s, dec, label, moves, sims, s0))
+        found.append((s, dec, label, moves, sims))
     if not found:
         return best, bs, "; ".join(notes)
-    s, dec, label, moves, sims, s0 = min(found, key=lambda f: f[0])
+    s, dec, label, moves = min(found, key=lambda f: f[0])[:4]
     total = f"{sum(f[4] for f in found)} simulations, {len(found)} start{'s' if len(found) > 1 else ''}"
     if s < bs * (1 - 1e-12):
         best, bs = Plan(dec), s
