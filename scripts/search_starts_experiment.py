@@ -18,11 +18,11 @@ import argparse
 import time
 import warnings
 
-from slackswap import Plan, Problem, planners
+from slackswap import Plan, Problem
 from slackswap.bounds import aggregate_bound
 from slackswap.errors import SlackSwapError
 from slackswap.planners.milp.improve import pair_search, variants
-from slackswap.planners.milp.planner import _decisions
+from slackswap.planners.milp.planner import _decisions, heuristic_plans
 from slackswap.timeline import simulate
 
 #: the settings whose proven gap stays above 0.1% (benchmarks/README.md)
@@ -32,16 +32,7 @@ SETTINGS = ("bert-large@0.3", "bert-large@0.4", "bert-large@0.6", "gpt2-xl@0.2",
 
 def starts(problem):
     """``[(label, Plan)]``: every plan the search could start from."""
-    out = []
-    for name in planners.available():
-        p = planners.get(name)
-        if name in ("keep-all", "milp") or p.tags.exact or not p.tags.deterministic:
-            continue
-        try:
-            out.append((name, p.plan(problem)))
-        except SlackSwapError:          # e.g. a chain-only planner on a DAG
-            continue
-    out += variants(problem, True, True, None)
+    out = heuristic_plans(problem, exclude=("keep-all",)) + variants(problem, True, True, None)
     _, agg, res = aggregate_bound(problem, integral=True, node_limit=20)
     if agg is not None and res is not None and res.x is not None:
         out.append(("aggregated MILP", Plan(_decisions(problem, res.x, agg.swap, agg.rec))))

@@ -63,10 +63,10 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
                 if rc.feasible and rc.fits:
                     # a start of its own even when a variant of slack's switches beats it
                     others.append(("the aggregated MILP's decisions", cand, rc.step_time_s))
-                if rc.feasible and rc.fits and (obj is None or rc.step_time_s < obj):
-                    if best is not None:
-                        others.append((f"{src}'s plan", best, obj))
-                    best, obj, inc = cand, rc.step_time_s, "incumbent: the aggregated MILP's decisions"
+                    if obj is None or rc.step_time_s < obj:
+                        if best is not None:
+                            others.append((f"{src}'s plan", best, obj))
+                        best, obj, inc = cand, rc.step_time_s, "incumbent: the aggregated MILP's decisions"
     if self.improve_sims and (obj is None or _gap(obj, bound) > self.mip_rel_gap) \
             and (deadline is None or time.perf_counter() < deadline):
         from .improve import improve

@@ -405,19 +405,7 @@ class MilpPlanner:
         if self.allow_recompute:
             cands.append(("recompute-all", Plan({t: Decision.RECOMPUTE if g.tensors[t].recomputable
                                                  else Decision.KEEP for t in ids})))
-        names = [n for n in available() if n not in (self.name, "keep-all", "recompute-all")]
-        plans = {}
-        for name in sorted(names, key=lambda n: n != "slack"):
-            if until is not None and time.perf_counter() >= until:
-                break
-            try:
-                other = get(name)
-                if other.tags.exact or not other.tags.deterministic:
-                    continue
-                plans[name] = other.plan(problem)
-            except SlackSwapError:        # e.g. a chain-only planner on a DAG
-                continue
-        cands += [(n, plans[n]) for n in names if n in plans]
+        cands += heuristic_plans(problem, exclude=(self.name, "keep-all", "recompute-all"), until=until)
         best, bt, src = None, math.inf, ""
         for name, p in cands:
             if (not self.allow_swap and p.ids(Decision.SWAP)) or (not self.allow_recompute and p.ids(Decision.RECOMPUTE)):
@@ -432,6 +420,26 @@ class MilpPlanner:
             if r.fits and r.step_time_s < bt:
                 best, bt, src = p, r.step_time_s, name
         return best, src
+
+
+def heuristic_plans(problem, exclude=(), until: float | None = None) -> list[tuple[str, Plan]]:
+    """``[(name, Plan)]`` of every registered planner that is neither exact nor nondeterministic
+    (and not in ``exclude``), in name order; one that raises (e.g. a chain-only planner on a DAG)
+    is left out. ``until``: a ``time.perf_counter()`` value after which none is started; slack is
+    started first (the usual winner of the warm start), the others in name order."""
+    names = [n for n in available() if n not in exclude]
+    plans = {}
+    for name in sorted(names, key=lambda n: n != "slack"):
+        if until is not None and time.perf_counter() >= until:
+            break
+        try:
+            other = get(name)
+            if other.tags.exact or not other.tags.deterministic:
+                continue
+            plans[name] = other.plan(problem)
+        except SlackSwapError:
+            continue
+    return [(n, plans[n]) for n in names if n in plans]
 
 
 def _decisions(problem, x, swap: dict, rec: dict) -> dict:
