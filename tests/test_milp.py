@@ -396,7 +396,9 @@ def test_highs_prunes_at_the_cutoff():
     from slackswap.mip.backends import solve
 
     p = _case(*CASES[2][1:])
-    mp = planners.get("milp", cutoff=False)
+    # without the aggregated relaxation's rows: with them the root bound here is the optimum, and
+    # HiGHS returns that plan as optimal although the cutoff is 1e-6 below it (not pruned)
+    mp = planners.get("milp", cutoff=False, aggregate_rows=False)
     built = mp.build(p)
     opt = solve(built.model, "highs")
     assert opt.status == "optimal"
@@ -405,3 +407,40 @@ def test_highs_prunes_at_the_cutoff():
     assert above.status == "optimal" and above.objective == pytest.approx(opt.objective, rel=1e-9)
     assert below.status == "infeasible"        # nothing below the optimum: every node pruned
     assert solve(built.model, "cbc", cutoff=opt.objective * (1 - 1e-6)).status == "optimal"   # HiGHS only
+
+
+@pytest.mark.parametrize("case", CASES[:8], ids=CASES_BY_NAME[:8])
+def test_aggregate_rows_change_no_optimum(case):
+    """The aggregated relaxation's rows in the exact model (``aggregate_rows``, on by default)
+    cut off no plan: the same optimum without them, and brute force's."""
+    p = _case(*case[1:])
+    on = planners.get("milp").plan(p)
+    off = planners.get("milp", aggregate_rows=False).plan(p)
+    best = planners.get("brute").plan(p)
+    assert on.info.status is off.info.status is best.info.status, on.info.message
+    if best.info.status is Status.OPTIMAL:
+        assert on.info.objective == pytest.approx(off.info.objective, rel=1e-9)
+        assert on.info.objective == pytest.approx(best.info.objective, rel=1e-9)
+    assert planners.get("milp").params["aggregate_rows"] is True
+    with pytest.raises(SlackSwapError, match="aggregate_rows"):
+        planners.get("milp", aggregate_rows="sometimes")
+
+
+@pytest.mark.parametrize("budget,optimum_us", [(0.7, 12.14), (0.5, 51.72)])
+def test_aggregate_rows_strengthen_the_lp_relaxation(budget, optimum_us):
+    """``tiny`` cut to one layer (optimum 12.14 us at 0.7, 51.72 us at 0.5; docs/milp.md section
+    9): without the rows the exact model's LP relaxation is 11.39 / 11.47 us, below the capacity
+    bound (the aggregated LP, 11.95 / 12.76 us); with them it is at least that bound, and still
+    below the optimum."""
+    from slackswap.mip.backends import solve_highs
+    from slackswap.mip.formulation import build
+
+    p = Problem.build("tiny", "a100-80gb", budget, layers=1)
+    lp = {}
+    for rows in (False, True):
+        b = build(p, aggregate_rows=rows)
+        assert any(nm.startswith("agg.") for nm in b.model.names) is rows
+        lp[rows] = solve_highs(b.model, relax=True).objective * b.tau
+    cap = capacity_bound(p)
+    assert lp[False] < cap * (1 - 1e-3)
+    assert cap * (1 - 1e-6) <= lp[True] <= optimum_us * 1e-6

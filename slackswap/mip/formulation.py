@@ -47,10 +47,12 @@ class Built:
 
 
 def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
-          deadline: float | None = None, d2h_fifo: bool = True) -> Built:
+          deadline: float | None = None, d2h_fifo: bool = True, aggregate_rows: bool = True) -> Built:
     """The model of ``problem``; ``deadline`` (a ``time.perf_counter()`` value) stops a build that
     takes too long with ``BuildTimeout``. ``d2h_fifo=False`` leaves out the production-order D2H
-    rows (``d2h_fifo``): a relaxation of the plans with any ``d2h_order`` (``bounds.lower_bound``)."""
+    rows (``d2h_fifo``): a relaxation of the plans with any ``d2h_order`` (``bounds.lower_bound``).
+    ``aggregate_rows`` adds the aggregated relaxation's rows on the same decisions
+    (``aggregate.add_to``, names ``agg.*``): no plan is cut off, the LP relaxation is stronger."""
     tick = _clock(deadline)
     g, c = problem.graph, problem.costs
     T, ops, n = g.tensors, g.ops, len(g.ops)
@@ -334,6 +336,11 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
                 ready, d2h_end, Mt, B, rtype, tick)
 
     m.minimize([(1.0, start[opt_pos])], c.optimizer_s / tau)
+    if aggregate_rows and math.isfinite(B):
+        from .aggregate import add_to
+
+        tick()
+        add_to(m, problem, rec, swap, start[opt_pos], tau, c.optimizer_s)
     return Built(m, keep, swap, rec, issue, tau, start[opt_pos], narrowed)
 
 

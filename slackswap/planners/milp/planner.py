@@ -59,7 +59,7 @@ class MilpPlanner:
     """``milp(solver="highs", time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
     warm_start=True, write_lp=None, allow_swap=True, allow_recompute=True, max_tree_nodes=4000,
     max_exact_tensors=40, aggregate_nodes=20, aggregate_time_s=60, presolve="auto", improve_sims=500,
-    cutoff=True)``.
+    cutoff=True, aggregate_rows=True)``.
 
     The warm start (and fallback incumbent) is the fastest fitting plan of keep-all, recompute-all
     and every registered heuristic that respects ``allow_swap`` / ``allow_recompute``. The exact
@@ -80,7 +80,10 @@ class MilpPlanner:
     With ``cutoff`` (HiGHS) the exact MILP searches only below the warm start's time: nodes whose
     bound reaches it are pruned (docs/milp.md section 5). Above ``_IMPROVE_EXACT_MIN`` planning
     tensors the exact path first solves the aggregated MILP: when its bound is within
-    ``AGGREGATE_PROOF_GAP`` of the warm start the exact model is not built (``_aggregate_proof``)."""
+    ``AGGREGATE_PROOF_GAP`` of the warm start the exact model is not built (``_aggregate_proof``).
+    ``aggregate_rows`` adds the aggregated relaxation's rows to the exact model, on its decisions:
+    they cut off no plan and strengthen its LP relaxation (docs/milp.md section 3); not with
+    ``solver="cpsat"`` (its time grid)."""
 
     name = "milp"
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
@@ -102,12 +105,13 @@ class MilpPlanner:
         presolve: Annotated[Literal[True, False, "auto"], BeforeValidator(_presolve)] = "auto"
         improve_sims: NonNegInt = 500
         cutoff: bool = True
+        aggregate_rows: bool = True
 
     def __init__(self, solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-9,
                  threads: int | None = None, seed: int = 0, warm_start: bool = True, write_lp=None,
                  allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
                  max_exact_tensors: int = 40, aggregate_nodes: int = 20, aggregate_time_s: float = 60.0,
-                 presolve="auto", improve_sims: int = 500, cutoff: bool = True):
+                 presolve="auto", improve_sims: int = 500, cutoff: bool = True, aggregate_rows: bool = True):
         args = {k: v for k, v in locals().items() if k in self.Params.model_fields}
         self._set(check_params("milp", self.Params, **args))
 
@@ -122,7 +126,8 @@ class MilpPlanner:
                 "allow_swap": self.allow_swap, "allow_recompute": self.allow_recompute,
                 "max_exact_tensors": self.max_exact_tensors, "aggregate_nodes": self.aggregate_nodes,
                 "aggregate_time_s": self.aggregate_time_s,
-                "presolve": self.presolve, "improve_sims": self.improve_sims, "cutoff": self.cutoff}
+                "presolve": self.presolve, "improve_sims": self.improve_sims, "cutoff": self.cutoff,
+                "aggregate_rows": self.aggregate_rows}
 
     def _check(self):
         """Parse the parameters (also after an attribute was changed) by ``Params``."""
@@ -132,7 +137,10 @@ class MilpPlanner:
         """The built model (``.model`` has ``to_lp(path)`` / ``to_mps(path)``)."""
         from ...mip.formulation import build
 
-        return build(problem, self.allow_swap, self.allow_recompute, self.max_tree_nodes, deadline=deadline)
+        # CP-SAT puts every continuous column on a time grid, where the relaxation's equalities
+        # (bytes as fractions of the largest excess) have no solution: its model has no agg rows
+        return build(problem, self.allow_swap, self.allow_recompute, self.max_tree_nodes, deadline=deadline,
+                     aggregate_rows=self.aggregate_rows and self.solver != "cpsat")
 
     def plan(self, problem) -> Plan:
         """Build, solve and check; the whole call honours ``time_limit_s`` (docs/milp.md, section 9):
