@@ -6,6 +6,7 @@
     python benchmarks/bench_milp.py exact tiny --layers 1 2 --time-limit 20 [--solver scip] [--cutoff off] [--aggregate-rows off]
     python benchmarks/bench_milp.py sizes tiny gpt2 --layers 1 2 3 4 --budget 0.95
     python benchmarks/bench_milp.py gaps --time-limit 60   # the presets at budgets 0.2-0.9
+    python benchmarks/bench_milp.py gaps bert-large --budgets 0.3 --time-limit none --improve-sims 2000
 
 ``full`` / ``layers``: the ``milp`` planner above ``max_exact_tensors`` (docs/milp.md section 7):
 wall time, incumbent, certified bound, proven gap and the aggregated model's size, once with the
@@ -13,7 +14,8 @@ LP bound only (``aggregate_nodes=0``) and once with the aggregated MILP (``--agg
 branch-and-bound nodes, a work limit; ``--aggregate-time`` seconds as a safety cap).
 ``gaps``: the ``milp`` planner on each preset at budgets 0.2, 0.3, ..., 0.9 under ``--time-limit``
 seconds, once without the incumbent search (``improve_sims=0``) and once with it, bounded by the
-time limit alone (issue 14's target: proven gap <= 0.1% within 60 s).
+time limit alone (issue 14's target: proven gap <= 0.1% within 60 s), or with ``--improve-sims N``
+by N simulations (a work limit: with ``--time-limit none`` the same plans on any machine).
 ``exact``: the exact formulation (section 1-6) on small models: build time, size, status.
 Prints markdown rows (the tables in benchmarks/README.md come from here).
 """
@@ -63,14 +65,14 @@ def gaps(a) -> None:
           "certified bound |")
     print("|---" * 8 + "|")
     for name in a.models or FULL:
-        for b in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
+        for b in a.budgets:
             try:
                 p = Problem.build(name, a.hardware, b)
             except BudgetError as e:
-                print(f"| {name} | {b} | below the floor: {e} | | | | | |", flush=True)
+                print(f"| {name} | {b} | no problem: {e} | | | | | |", flush=True)
                 continue
             cells = []
-            for sims in (0, 10**9):
+            for sims in (0, 10**9 if a.improve_sims is None else a.improve_sims):
                 t0 = time.perf_counter()
                 plan = planners.get("milp", time_limit_s=a.time_limit, improve_sims=sims,
                                     threads=a.threads).plan(p)
@@ -172,6 +174,27 @@ def sizes(a) -> None:
                   f"{'; '.join(b.narrowed) or 'no'} |", flush=True)
 
 
+def _limit(text: str):
+    """``--time-limit``: seconds, or ``none`` for no limit."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds or 'none'; got {text!r}") from None
+
+
+def _count(text: str) -> int:
+    """``--improve-sims``: a whole number >= 0."""
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0; got {text!r}")
+    return v
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=["full", "layers", "backends", "exact", "sizes", "gaps"])
@@ -180,7 +203,12 @@ def main(argv=None):
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--aggregate-nodes", type=int, default=20, help="branch-and-bound nodes for the aggregated MILP (exact mode: 0 always builds the exact model)")
     ap.add_argument("--aggregate-time", type=float, default=60.0, help="safety cap in seconds for the aggregated MILP")
-    ap.add_argument("--time-limit", type=float, default=20.0, help="exact and gaps modes: time_limit_s")
+    ap.add_argument("--time-limit", type=_limit, default=20.0,
+                    help="exact and gaps modes: time_limit_s in seconds, or 'none' (no limit)")
+    ap.add_argument("--budgets", type=float, nargs="+", default=[0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+                    help="gaps mode: budgets (fractions of the keep-all peak)")
+    ap.add_argument("--improve-sims", type=_count, default=None,
+                    help="gaps mode: the search's simulations in the 'improve on' column (default: until the time limit)")
     ap.add_argument("--layers", type=int, nargs="*", default=[1, 2], help="exact mode: layer counts")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--presolve", choices=["auto", "on", "off"], default="auto", help="exact mode: HiGHS presolve")
