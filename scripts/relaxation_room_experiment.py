@@ -20,20 +20,17 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from slackswap import Problem, planners
-from slackswap.bounds import aggregate_bound
-from slackswap.errors import SlackSwapError
+import _gap_settings as settings
 
-#: the settings whose proven gap stays above 0.1% (benchmarks/README.md)
-SETTINGS = ("bert-large@0.3", "bert-large@0.4", "bert-large@0.6", "gpt2-xl@0.2", "gpt2-xl@0.3",
-            "gpt2-xl@0.4", "gpt2-xl@0.5", "llama-7b@0.2", "llama-7b@0.3")
+from slackswap import planners
+from slackswap.bounds import aggregate_bound
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=20, help="aggregated MILP nodes (default 20, the planner's)")
     ap.add_argument("--improve-sims", type=int, default=2000, help="simulations of the incumbent search (default 2000)")
-    ap.add_argument("--only", nargs="+", default=list(SETTINGS), metavar="MODEL@BUDGET")
+    ap.add_argument("--only", nargs="+", default=list(settings.SETTINGS), metavar="MODEL@BUDGET")
     a = ap.parse_args()
     if a.nodes < 1:
         ap.error(f"--nodes: must be >= 1; got {a.nodes}")
@@ -44,11 +41,7 @@ def main() -> None:
           "smallest gap the relaxation allows |")
     print("|---" * 6 + "|")
     for setting in a.only:
-        model, _, budget = setting.partition("@")
-        try:
-            problem = Problem.build(model, "a100-80gb", float(budget))
-        except (ValueError, SlackSwapError) as e:
-            ap.error(f"--only {setting!r}: expected MODEL@BUDGET, e.g. bert-large@0.3 ({e})")
+        problem = settings.problem(ap, setting)
         extra, agg, res = aggregate_bound(problem, integral=True, node_limit=a.nodes)
         ideal = problem.ideal_step_s
         if agg is None or res is None or res.fun is None:

@@ -18,16 +18,13 @@ import argparse
 import time
 import warnings
 
-from slackswap import Plan, Problem
+import _gap_settings as settings
+
+from slackswap import Plan
 from slackswap.bounds import aggregate_bound
-from slackswap.errors import SlackSwapError
 from slackswap.planners.milp.improve import pair_search, variants
 from slackswap.planners.milp.planner import _decisions, heuristic_plans
 from slackswap.timeline import simulate
-
-#: the settings whose proven gap stays above 0.1% (benchmarks/README.md)
-SETTINGS = ("bert-large@0.3", "bert-large@0.4", "bert-large@0.6", "gpt2-xl@0.2", "gpt2-xl@0.3",
-            "gpt2-xl@0.4", "gpt2-xl@0.5", "llama-7b@0.2", "llama-7b@0.3")
 
 
 def starts(problem):
@@ -42,17 +39,13 @@ def starts(problem):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=float, default=8.0, help="seconds of search per start (default 8)")
-    ap.add_argument("--only", nargs="+", default=list(SETTINGS), metavar="MODEL@BUDGET")
+    ap.add_argument("--only", nargs="+", default=list(settings.SETTINGS), metavar="MODEL@BUDGET")
     a = ap.parse_args()
     if a.limit <= 0:
         ap.error(f"--limit: must be > 0 seconds; got {a.limit}")
     warnings.filterwarnings("ignore", message="static memory")
     for setting in a.only:
-        model, _, budget = setting.partition("@")
-        try:
-            problem = Problem.build(model, "a100-80gb", float(budget))
-        except (ValueError, SlackSwapError) as e:
-            ap.error(f"--only {setting!r}: expected MODEL@BUDGET, e.g. bert-large@0.3 ({e})")
+        problem = settings.problem(ap, setting)
         rows = []
         for label, plan in starts(problem):
             if plan.hold_points:
