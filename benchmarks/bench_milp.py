@@ -186,13 +186,9 @@ def _limit(text: str):
 
 def _count(text: str) -> int:
     """``--improve-sims``: a whole number >= 0."""
-    try:
-        v = int(text)
-    except ValueError:
-        v = -1
-    if v < 0:
+    if not text.strip().isdigit():
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0; got {text!r}")
-    return v
+    return int(text)
 
 
 def main(argv=None):

@@ -288,7 +288,7 @@ def build(problem, integral: bool = False) -> Aggregate | None:
 
 
 def add_to(m: Model, problem, rec: dict[int, int], swap: dict[int, int], step_col: int, tau: float,
-           offset: float = 0.0) -> dict[str, int] | None:
+           offset: float = 0.0) -> None:
     """Add this relaxation to another model ``m`` of ``problem`` (the exact formulation), as
     valid rows: its columns are copied (continuous, names prefixed ``agg.``), its decisions are
     ``m``'s (``rec`` / ``swap``: tensor id -> column of ``m``; a tensor missing there is never
@@ -296,11 +296,11 @@ def add_to(m: Model, problem, rec: dict[int, int], swap: dict[int, int], step_co
     step time ``tau * m[step_col] + offset`` (seconds) is at least the ideal step plus the
     relaxation's objective. Every plan maps to a point of the relaxation whose objective is at
     most its extra time (module docstring), so no plan is cut off; what it adds is a stronger LP
-    relaxation of ``m`` (docs/milp.md section 3). Returns the added block's size, or None when
-    the relaxation is empty (no step exceeds the budget under keep-all)."""
+    relaxation of ``m`` (docs/milp.md section 3). Nothing is added when the relaxation is empty
+    (no step exceeds the budget under keep-all)."""
     agg = build(problem)
     if agg is None:
-        return None
+        return
     a = agg.model
     shared = {col: rec.get(t) for t, col in agg.rec.items()}
     shared.update({col: swap.get(t) for t, col in agg.swap.items()})
@@ -311,4 +311,3 @@ def add_to(m: Model, problem, rec: dict[int, int], swap: dict[int, int], step_co
     k = agg.t0 / tau
     m.add_ge("agg.link", [(1.0, step_col)] + [(-k * cf, cmap[v]) for v, cf in a.obj.items()],
              (problem.ideal_step_s - offset) / tau + k * a.obj_const)
-    return a.size()
