@@ -3,7 +3,7 @@
     python benchmarks/bench_milp.py full                 # the three published instances at 0.5
     python benchmarks/bench_milp.py layers               # bert-large / gpt2-xl at several depths
     python benchmarks/bench_milp.py backends             # the aggregated MILP on HiGHS, CBC, cvxpy
-    python benchmarks/bench_milp.py exact tiny --layers 1 2 --time-limit 20 [--solver scip] [--cutoff off] [--aggregate-rows off]
+    python benchmarks/bench_milp.py exact tiny --layers 1 2 --time-limit 20 [--solver scip] [--cutoff off] [--aggregate-rows off] [--hold-points on]
     python benchmarks/bench_milp.py sizes tiny gpt2 --layers 1 2 3 4 --budget 0.95
     python benchmarks/bench_milp.py gaps --time-limit 60   # the presets at budgets 0.2-0.9
     python benchmarks/bench_milp.py gaps bert-large --budgets 0.3 --time-limit none --improve-sims 2000
@@ -136,7 +136,8 @@ def exact(a) -> None:
             presolve = {"auto": "auto", "on": True, "off": False}[a.presolve]
             mp = planners.get("milp", time_limit_s=a.time_limit, threads=a.threads, solver=a.solver,
                               max_exact_tensors=10**6, presolve=presolve, cutoff=a.cutoff == "on",
-                              aggregate_nodes=a.aggregate_nodes, aggregate_rows=a.aggregate_rows == "on")
+                              aggregate_nodes=a.aggregate_nodes, aggregate_rows=a.aggregate_rows == "on",
+                              hold_points=a.hold_points == "on")
             t0 = time.perf_counter()
             built = mp.build(p)
             t_build = time.perf_counter() - t0
@@ -166,7 +167,7 @@ def sizes(a) -> None:
                 print(f"| {name} | {L} | {a.budget} | - | {e} |")
                 continue
             t0 = time.perf_counter()
-            b = build(p, aggregate_rows=a.aggregate_rows == "on")
+            b = build(p, aggregate_rows=a.aggregate_rows == "on", hold_points=a.hold_points == "on")
             t = time.perf_counter() - t0
             nodes = sum(nm.startswith("rerun[") for nm in b.model.names)
             print(f"| {name} | {L} | {a.budget} | {len(p.planning_ids)} | {nodes:,} | {_fmt_size(b.model.size())} | "
@@ -210,6 +211,8 @@ def main(argv=None):
     ap.add_argument("--presolve", choices=["auto", "on", "off"], default="auto", help="exact mode: HiGHS presolve")
     ap.add_argument("--cutoff", choices=["on", "off"], default="on",
                     help="exact mode: HiGHS searches only below the warm start's time (milp cutoff)")
+    ap.add_argument("--hold-points", choices=["on", "off"], default="off",
+                    help="exact and sizes modes: multi-level plans in the exact model (milp hold_points)")
     ap.add_argument("--aggregate-rows", choices=["on", "off"], default="on",
                     help="exact and sizes modes: the aggregated relaxation's rows in the exact model (milp aggregate_rows)")
     ap.add_argument("--solver", default="highs", help="exact mode: milp solver (highs, cbc, cvxpy, scip, cpsat)")

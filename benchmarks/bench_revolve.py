@@ -3,10 +3,16 @@
     python benchmarks/bench_revolve.py [--chains 10 30 100] [--budgets 3-9]
     python benchmarks/bench_revolve.py --presets gpt2-xl bert-large
     python benchmarks/bench_revolve.py --brute 6 7 8 9
+    python benchmarks/bench_revolve.py --milp 10 20 30 --budgets 3-9 --time-limit 120
 
 With ``--brute``: per unit chain and budget from the floor up, dp-checkpoint's re-runs against
 the optimum over every keep/recompute plan with any hold points (a_t KEEP, or RECOMPUTE with hold
 point t..l-1: ``l!`` plans; 9 ops take a few minutes).
+
+With ``--milp``: per unit chain and budget, the exact MILP over every keep/recompute plan with
+any hold points (``milp(hold_points=True, allow_swap=False)``, docs/milp.md section 1; one thread,
+``--time-limit`` seconds) against dp-checkpoint: the MILP's status, re-runs and certified bound,
+for chains too long for ``--brute`` (at most 41 ops: the exact path's 40 planning tensors).
 
 With ``--presets``: per preset (A100 80GB + PCIe 4.0), the smallest budget (fraction of the
 keep-all peak, bisection to 0.0005) at which ``dp-checkpoint`` fits with ``multilevel=False`` and
@@ -103,15 +109,48 @@ def brute(l: int) -> None:  # noqa: E741
               f"{round(r.recompute_s) if r.fits else '-'} | {time.perf_counter() - t0:.0f} |", flush=True)
 
 
+def milp(l: int, bs: list[int], limit: float) -> None:  # noqa: E741
+    g = chain(l)
+    base = Problem(g, CostModel.unit(g))
+    for b in bs:
+        if b < base.min_feasible_bytes:
+            continue
+        p = base.with_budget(b)
+        t0 = time.perf_counter()
+        mp = planners.get("milp", hold_points=True, allow_swap=False, threads=1, time_limit_s=limit).plan(p)
+        wall = time.perf_counter() - t0
+        r = simulate(p, mp)
+        plan = planners.get("dp-checkpoint").plan(p)
+        rd = simulate(p, plan)
+        kind = plan.info.message.split(" (")[0] if plan.hold_points else "single-level"
+        bound = mp.info.lower_bound - p.ideal_step_s if mp.info.lower_bound is not None else None
+        print(f"| chain({l}) | {b} | {mp.info.status.value} | {round(r.recompute_s) if r.fits else '-'} | "
+              f"{f'{bound:.2f}' if bound is not None else '-'} | {wall:.1f} | {kind} | "
+              f"{round(rd.recompute_s) if rd.fits else '-'} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chains", type=int, nargs="+", default=[10, 30, 100], help="chain lengths l")
     ap.add_argument("--budgets", type=budgets, default=budgets("3-9"), help="budget range in bytes, e.g. 3-9 (default)")
     ap.add_argument("--presets", nargs="+", help="model presets instead of chains (smallest budget that fits)")
     ap.add_argument("--brute", type=int, nargs="+", help="unit chain lengths (2-10) to compare with brute force")
+    ap.add_argument("--milp", type=int, nargs="+", help="unit chain lengths (2-41) to compare with the exact MILP")
+    ap.add_argument("--time-limit", type=float, default=120.0, help="--milp: seconds per MILP (default 120)")
     a = ap.parse_args()
     if any(x < 1 for x in a.chains):
         ap.error(f"--chains: lengths must be >= 1; got {a.chains}")
+    if a.milp:
+        if any(not 2 <= x <= 41 for x in a.milp):
+            ap.error(f"--milp: chain lengths 2..41 (the exact path's 40 planning tensors); got {a.milp}")
+        if not a.time_limit > 0:
+            ap.error(f"--time-limit: expected seconds > 0; got {a.time_limit}")
+        print("| chain | budget (bytes) | MILP status | MILP re-runs | certified bound (re-run s) | MILP seconds "
+              "| dp-checkpoint plan | re-runs |")
+        print("|---|---|---|---|---|---|---|---|")
+        for l in a.milp:  # noqa: E741
+            milp(l, a.budgets, a.time_limit)
+        return
     if a.brute:
         if any(not 2 <= x <= 10 for x in a.brute):
             ap.error(f"--brute: chain lengths 2..10 (l! plans each); got {a.brute}")

@@ -234,3 +234,41 @@ def chain_multilevel_optimum(problem) -> float:
         if r.fits:
             best = min(best, r.recompute_s)
     return best
+
+
+def multilevel_optimum(problem, max_plans: int = 6000) -> tuple[float | None, int]:
+    """Least step time of any plan that fits, hold points included, by exhaustive search: every
+    keep/swap/recompute decision vector (the choices each tensor allows), and for each every hold
+    point (stage ``0..n-1``) of every tensor its single-level schedule regenerates in the
+    backward pass, simulated with default issue points and D2H order. Returns ``(seconds, plans)``
+    (``math.inf`` if none fits), or ``(None, plans)`` without simulating when there are more than
+    ``max_plans``: the oracle of ``milp(hold_points=True)`` on tiny problems (docs/milp.md
+    section 8)."""
+    import itertools
+    import math
+
+    from .plan import Decision, Plan
+    from .timeline import compile_schedule, simulate
+
+    if isinstance(max_plans, bool) or not isinstance(max_plans, int) or max_plans < 1:
+        raise SlackSwapError(f"multilevel_optimum.max_plans: must be an int >= 1, got {max_plans!r}")
+    g, ids, n = problem.graph, list(problem.planning_ids), len(problem.graph.ops)
+    opts = [[Decision.KEEP] + [Decision.SWAP] * g.tensors[t].swappable
+            + [Decision.RECOMPUTE] * g.tensors[t].recomputable for t in ids]
+    cases, total = [], 0
+    for combo in itertools.product(*opts):
+        dec = dict(zip(ids, combo, strict=True))
+        spans = compile_schedule(g, dec).tensor_spans
+        regen = [t.id for t in g.tensors if t.producer is not None and dec.get(t.id, Decision.RECOMPUTE)
+                 is Decision.RECOMPUTE and any(a >= n for a, _ in spans.get(t.id, ()))]
+        cases.append((dec, regen))
+        total += n ** len(regen)
+        if total > max_plans:
+            return None, total
+    best = math.inf
+    for dec, regen in cases:
+        for ks in itertools.product(range(n), repeat=len(regen)):
+            r = simulate(problem, Plan(dec, hold_points=dict(zip(regen, ks, strict=True))), detail=False)
+            if r.fits:
+                best = min(best, r.step_time_s)
+    return best, total

@@ -174,6 +174,12 @@ def test_the_exact_milps_relaxation_does_not_bound_multi_level_plans():
     assert solve_highs(built.model, relax=True).objective * built.tau == pytest.approx(15.5)
     assert lower_bound(p)[0] <= 15.0 and capacity_bound(p) <= 15.0
     assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10)[0] <= 15.0
+    # the model with hold points (docs/milp.md section 1) describes that plan: its relaxation is
+    # below it, and its optimum is it
+    built = build(p, hold_points=True)
+    assert solve_highs(built.model, relax=True).objective * built.tau <= 15.0 + 1e-9
+    mp = planners.get("milp", hold_points=True).plan(p)
+    assert mp.info.status is Status.OPTIMAL and mp.info.objective == pytest.approx(15.0) and mp.hold_points
 
 
 def _gap_graph():

@@ -89,7 +89,8 @@ def test_only_slackswap_errors_escape_a_file_schema(name):
 
 PARAMS = {"milp": ["solver", "time_limit_s", "mip_rel_gap", "threads", "seed", "warm_start", "write_lp",
                    "allow_swap", "allow_recompute", "max_tree_nodes", "max_exact_tensors",
-                   "aggregate_nodes", "aggregate_time_s", "presolve", "improve_sims"],
+                   "aggregate_nodes", "aggregate_time_s", "presolve", "improve_sims", "cutoff",
+                   "aggregate_rows", "hold_points"],
           "slack": ["order", "mode", "prefetch", "min_swap_bytes", "keep_tail", "regen_masks", "pack",
                     "local_search", "max_sims"],
           "brute": ["max_tensors", "allow_swap", "allow_recompute"], "swap-all": ["min_swap_bytes"],

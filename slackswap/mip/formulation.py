@@ -44,15 +44,24 @@ class Built:
     tau: float
     objective_col: int
     narrowed: list[str] = field(default_factory=list)
+    reruns: dict[int, dict[int, list[int]]] = field(default_factory=dict)
+    """With ``hold_points``: regenerable tensor -> stage -> the re-run columns of its producer there."""
+    held: dict[int, dict[int, int]] = field(default_factory=dict)
+    """With ``hold_points``: regenerable tensor -> stage -> the column ``held[y,j]`` (the copy made
+    in stage j stays until its last use: j is the tensor's hold point)."""
 
 
 def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
-          deadline: float | None = None, d2h_fifo: bool = True, aggregate_rows: bool = True) -> Built:
+          deadline: float | None = None, d2h_fifo: bool = True, aggregate_rows: bool = True,
+          hold_points: bool = False) -> Built:
     """The model of ``problem``; ``deadline`` (a ``time.perf_counter()`` value) stops a build that
     takes too long with ``BuildTimeout``. ``d2h_fifo=False`` leaves out the production-order D2H
     rows (``d2h_fifo``): a relaxation of the plans with any ``d2h_order`` (``bounds.lower_bound``).
     ``aggregate_rows`` adds the aggregated relaxation's rows on the same decisions
-    (``aggregate.add_to``, names ``agg.*``): no plan is cut off, the LP relaxation is stronger."""
+    (``aggregate.add_to``, names ``agg.*``): no plan is cut off, the LP relaxation is stronger.
+    ``hold_points`` describes multi-level plans too (docs/timeline.md 3; docs/milp.md section 1,
+    "hold points"): an op may re-run once per stage, and a regenerated copy is held past its stage
+    or freed after its last read there (columns ``held[y,j]``)."""
     tick = _clock(deadline)
     g, c = problem.graph, problem.costs
     T, ops, n = g.tensors, g.ops, len(g.ops)
@@ -152,25 +161,84 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
         r = rtype(t)
         return ([], coef) if r == "one" else ([(coef, r)], 0.0)
 
+    def neg(terms):
+        return [(-cf, col) for cf, col in terms]
+
+    def stage_first(stage):      # position of the first potential step of a backward stage
+        return n if stage == n - 1 else bwd_pos[stage + 1] + 1
+
+    def in_stage(op, stage, pos):    # re-runs of op in ``stage`` at positions before pos
+        return done_upto(op, pos) + neg(done_upto(op, stage_first(stage)))
+
+    # ---- hold points (multi-level recompute): held[y,j] = 1 keeps the copy of y regenerated in
+    # stage j until its last use; else it is freed after its last read in stage j. carried(y, j):
+    # a held copy made in an earlier-processed stage, resident when stage j starts.
+    reruns: dict[int, dict[int, list[int]]] = {}
+    held: dict[int, dict[int, int]] = {}
+    carried_run: dict[int, tuple[list[int], object]] = {}
+    if hold_points:
+        stage_nodes: dict[tuple[int, int], list[int]] = {}
+        for v, nd in enumerate(nodes):
+            stage_nodes.setdefault((nd["op"], nd["stage"]), []).append(x[v])
+        for op in sorted(by_op):
+            stages = sorted({nodes[u]["stage"] for u in by_op[op]}, reverse=True)
+            for y in ops[op].outputs:
+                if rtype(y) is None or y in reruns:
+                    continue
+                reruns[y] = {j: stage_nodes[(op, j)] for j in stages}
+                # a held copy counts as resident after its last read too (a later re-run does not
+                # allocate it again, docs/timeline.md 3): a column at every stage but the last
+                cols = {j: m.var(f"held[{y},{j}]", binary=True) for j in stages if j > 0}
+                if not cols:
+                    continue
+                held[y] = cols
+                order = list(cols)        # stages in processing order (descending)
+                run = prefix(m, f"carried[{y}]", [cols[j] for j in order])
+                carried_run[y] = (order, run)
+                rterm, rconst = rt_terms(y, -1.0)
+                for i, j in enumerate(order):
+                    # only a copy made there (a re-run of op in stage j, y not carried) can be held
+                    m.add_le(f"held_if_rerun[{y},{j}]", [(1.0, cols[j])] + neg(in_stage(op, j, bwd_pos[j])), 0.0)
+                    m.add_le(f"held_once[{y},{j}]", [(1.0, cols[j])] + run(i) + rterm, -rconst)
+
+    def carried(t, stage):
+        """Terms of ``carried(t, stage)``: 1 iff a copy of t held from an earlier stage is resident."""
+        if t not in carried_run:
+            return []
+        order, run = carried_run[t]
+        return run(sum(j > stage for j in order))
+
     tick()
     for v, nd in enumerate(nodes):
         q = nd["parent"]
-        done = done_upto(nd["op"], nd["first"])
+        j = nd["stage"]
+        done = done_upto(nd["op"], nd["first"]) if not hold_points else in_stage(nd["op"], j, nd["first"])
         if q is not None:
             m.add_le(f"tree[{v}]", [(1.0, x[v]), (-1.0, x[q])], 0.0)
         always = any(rtype(t) == "one" for t in nd["ts"])
-        if not always:     # re-run only if some tensor of the group is RECOMPUTE
+        if hold_points:   # re-run only if some tensor of the group is recompute-type and not carried
+            row, rhs = [(1.0, x[v])], 0.0
+            for t in nd["ts"]:
+                rterm, rconst = rt_terms(t, -1.0)
+                row += rterm + carried(t, j)
+                rhs -= rconst
+            m.add_le(f"rerun_if_rec[{v}]", row, rhs)
+        elif not always:     # re-run only if some tensor of the group is RECOMPUTE
             m.add_le(f"rerun_if_rec[{v}]", [(1.0, x[v])] + [(-1.0, rtype(t)) for t in nd["ts"]], 0.0)
         m.add_le(f"once[{v}]", [(1.0, x[v])] + done, 1.0)
-        # cascade: x[v] >= x[parent] + rt[t] - done_before - 1 (parent = 1 at the root), every t
+        # cascade: x[v] >= x[parent] + rt[t] - done_before - 1 (parent = 1 at the root), every t;
+        # with hold points also - carried(t): a held copy is resident
         par = [(-1.0, x[q])] if q is not None else []
-        for t in ([nd["ts"][0]] if always else nd["ts"]):
-            rterm, rconst = rt_terms(t, -1.0) if not always else ([], -1.0)
+        for t in ([nd["ts"][0]] if always and not hold_points else nd["ts"]):
+            # an always-group (one tensor no op saves) triggers the re-run whenever it is not done
+            rterm, rconst = ([], -1.0) if always and not hold_points else rt_terms(t, -1.0)
             rhs = -1.0 + (0.0 if q is not None else 1.0) + (1.0 if rconst else 0.0)
-            m.add_ge(f"cascade[{v},{t}]", [(1.0, x[v])] + par + rterm + done, rhs)
+            m.add_ge(f"cascade[{v},{t}]", [(1.0, x[v])] + par + rterm + done + carried(t, j), rhs)
     for (q, t, stage) in pruned:   # narrowing: a capped subtree must never be needed
-        stage_first = n if stage == n - 1 else bwd_pos[stage + 1] + 1     # earlier stages lie before it
-        done = [(-cf, col) for cf, col in done_upto(T[t].producer, stage_first)]
+        if hold_points:
+            done = neg(carried(t, stage))
+        else:      # earlier stages lie before it
+            done = neg(done_upto(T[t].producer, stage_first(stage)))
         rterm, rconst = rt_terms(t, 1.0)
         par = [(1.0, x[q])] if q is not None else []
         m.add_le(f"capped[{q},{t}]", par + rterm + done, (1.0 if q is not None else 0.0) - rconst)
@@ -333,7 +401,8 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
     # ---- memory ----
     if math.isfinite(B):
         _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emits, bwd_pos,
-                ready, d2h_end, Mt, B, rtype, tick)
+                ready, d2h_end, Mt, B, rtype, tick,
+                hold=(held, carried) if hold_points else None)
 
     m.minimize([(1.0, start[opt_pos])], c.optimizer_s / tau)
     if aggregate_rows and math.isfinite(B):
@@ -341,7 +410,7 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
 
         tick()
         add_to(m, problem, rec, swap, start[opt_pos], tau, c.optimizer_s)
-    return Built(m, keep, swap, rec, issue, tau, start[opt_pos], narrowed)
+    return Built(m, keep, swap, rec, issue, tau, start[opt_pos], narrowed, reruns, held)
 
 
 from .model import _memory  # noqa: E402

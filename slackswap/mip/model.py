@@ -178,8 +178,66 @@ def _suffix_or(m, name, events, lo, hi):
     return out
 
 
+def _regenerated_copies(m, steps, y, r, b, em, uses, hold, add):
+    """Memory of regenerated tensor ``y`` when copies may be freed between stages (hold points,
+    docs/milp.md section 3): at step s of stage j, y is resident iff a held copy was carried into
+    stage j and y is read at or after s, or a copy was made in stage j at or before s (a re-run of
+    its producer there, y recompute-type and not carried) and y is read at or after s in stage j,
+    or anywhere later if that copy is held. ``live[y,s]`` is at least each of the three products."""
+    held, carried = hold
+    ev = list(uses) + list(em)
+    lo, hi = min(p for p, _ in em), max(p for p, _ in ev)
+    # read at or after s: a later re-run of the producer is no read (it does not allocate a
+    # carried copy again); the copy's own re-run is counted through its stage's events below
+    L = _suffix_or(m, f"regen_used[{y}]", list(uses), lo, hi)
+    made: dict[int, list[tuple[int, int]]] = {}
+    for p, a in sorted(em):
+        made.setdefault(steps[p][2], []).append((p, a))
+    in_stage: dict[int, tuple] = {}
+    for j, ej in made.items():
+        evj = [(p, a) for p, a in ev if steps[p][2] == j]
+        first = ej[0][0]
+        Lj = _suffix_or(m, f"regen_used_in[{y},{j}]", evj, first, max(p for p, _ in evj))
+        in_stage[j] = ([p for p, _ in ej], prefix(m, f"emitted_in[{y},{j}]", [a for _, a in ej]), Lj)
+    rt = "one" if r == "one" else [(1.0, r)]
+
+    def flag(v):        # a 0/1 quantity as terms, "one", or None (0)
+        return None if v is None else "one" if v == "one" else [(1.0, v)]
+
+    for s in range(lo, hi + 1):
+        j = steps[s][2]
+        car = carried(y, j)
+        lows = []      # each: 0/1 quantities q_i (terms, "one", ("not", terms) = 1 - terms);
+        # live >= sum q_i - (len - 1), i.e. live - sum(terms) + sum(negated) >= 1 - #terms
+        if car and L[s] is not None:
+            lows.append([car, flag(L[s])])
+        if j in in_stage:
+            pos, run, Lj = in_stage[j]
+            e = run(bisect.bisect_right(pos, s))
+            if e and Lj.get(s) is not None:
+                not_car = [(-cf, col) for cf, col in car]    # 1 - carried: the constant is below
+                lows.append([e, rt, flag(Lj[s])] + ([("not", not_car)] if car else []))
+            if e and j in held.get(y, {}) and L[s] is not None:
+                lows.append([e, [(1.0, held[y][j])], flag(L[s])])
+        if not lows:
+            continue
+        live = m.var(f"live[{y},{s}]", 0.0, 1.0)
+        for i, qs in enumerate(lows):
+            row, rhs = [(1.0, live)], 1.0
+            for q in qs:
+                if q == "one":
+                    continue
+                if isinstance(q, tuple):        # ("not", terms): 1 - x
+                    row += [(-cf, col) for cf, col in q[1]]
+                    continue
+                row += [(-cf, col) for cf, col in q]
+                rhs -= 1.0
+            m.add_ge(f"live[{y},{s}]#{i}", row, rhs)
+        add(s, b, live, y)
+
+
 def _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emits, bwd_pos,
-            ready, d2h_end, Mt, B, rtype, tick=lambda: None):
+            ready, d2h_end, Mt, B, rtype, tick=lambda: None, hold=None):
     g = problem.graph
     T, ops, n = g.tensors, g.ops, len(g.ops)
     S = len(steps)
@@ -260,6 +318,9 @@ def _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emit
         tick()
         r = rtype(y)
         if r is None or not T[y].bytes:
+            continue
+        if hold is not None:
+            _regenerated_copies(m, steps, y, r, T[y].bytes / B, em, uses.get(y, ()), hold, add)
             continue
         b = T[y].bytes / B
         ev = list(uses.get(y, ())) + [(p, a) for p, a in em]

@@ -59,7 +59,7 @@ class MilpPlanner:
     """``milp(solver="highs", time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
     warm_start=True, write_lp=None, allow_swap=True, allow_recompute=True, max_tree_nodes=4000,
     max_exact_tensors=40, aggregate_nodes=20, aggregate_time_s=60, presolve="auto", improve_sims=500,
-    cutoff=True, aggregate_rows=True)``.
+    cutoff=True, aggregate_rows=True, hold_points=False)``.
 
     The warm start (and fallback incumbent) is the fastest fitting plan of keep-all, recompute-all
     and every registered heuristic that respects ``allow_swap`` / ``allow_recompute``. The exact
@@ -83,7 +83,10 @@ class MilpPlanner:
     ``AGGREGATE_PROOF_GAP`` of the warm start the exact model is not built (``_aggregate_proof``).
     ``aggregate_rows`` adds the aggregated relaxation's rows to the exact model, on its decisions:
     they cut off no plan and strengthen its LP relaxation (docs/milp.md section 3); not with
-    ``solver="cpsat"`` (its time grid)."""
+    ``solver="cpsat"`` (its time grid). ``hold_points`` searches multi-level plans too (an op
+    re-run more than once, regenerated tensors freed between stages: docs/timeline.md section 3,
+    docs/milp.md section 1): the plan may carry hold points, and OPTIMAL / INFEASIBLE then cover
+    every plan, single- or multi-level, with D2H in production order."""
 
     name = "milp"
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
@@ -106,12 +109,14 @@ class MilpPlanner:
         improve_sims: NonNegInt = 500
         cutoff: bool = True
         aggregate_rows: bool = True
+        hold_points: bool = False
 
     def __init__(self, solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-9,
                  threads: int | None = None, seed: int = 0, warm_start: bool = True, write_lp=None,
                  allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
                  max_exact_tensors: int = 40, aggregate_nodes: int = 20, aggregate_time_s: float = 60.0,
-                 presolve="auto", improve_sims: int = 500, cutoff: bool = True, aggregate_rows: bool = True):
+                 presolve="auto", improve_sims: int = 500, cutoff: bool = True, aggregate_rows: bool = True,
+                 hold_points: bool = False):
         args = {k: v for k, v in locals().items() if k in self.Params.model_fields}
         self._set(check_params("milp", self.Params, **args))
 
@@ -127,7 +132,7 @@ class MilpPlanner:
                 "max_exact_tensors": self.max_exact_tensors, "aggregate_nodes": self.aggregate_nodes,
                 "aggregate_time_s": self.aggregate_time_s,
                 "presolve": self.presolve, "improve_sims": self.improve_sims, "cutoff": self.cutoff,
-                "aggregate_rows": self.aggregate_rows}
+                "aggregate_rows": self.aggregate_rows, "hold_points": self.hold_points}
 
     def _check(self):
         """Parse the parameters (also after an attribute was changed) by ``Params``."""
@@ -140,7 +145,8 @@ class MilpPlanner:
         # CP-SAT puts every continuous column on a time grid, where the relaxation's equalities
         # (bytes as fractions of the largest excess) have no solution: its model has no agg rows
         return build(problem, self.allow_swap, self.allow_recompute, self.max_tree_nodes, deadline=deadline,
-                     aggregate_rows=self.aggregate_rows and self.solver != "cpsat")
+                     aggregate_rows=self.aggregate_rows and self.solver != "cpsat",
+                     hold_points=self.hold_points)
 
     def plan(self, problem) -> Plan:
         """Build, solve and check; the whole call honours ``time_limit_s`` (docs/milp.md, section 9):
@@ -279,8 +285,10 @@ class MilpPlanner:
     def _among(self, order: bool) -> str:
         """Which plans the exact model's optimum and bound (``order``) or its infeasibility cover:
         D2H in production order (an optimum and bound only: no D2H order lets more plans fit,
-        docs/milp.md section 5) and the ``allow_*`` switches."""
+        docs/milp.md section 5), single-level plans unless ``hold_points``, and the ``allow_*``
+        switches."""
         kinds = ["D2H in production order"] if order else []
+        kinds += [] if self.hold_points else ["no hold points"]
         kinds += [] if self.allow_swap else ["no SWAP"]
         kinds += [] if self.allow_recompute else ["no RECOMPUTE"]
         if not kinds:
@@ -365,7 +373,9 @@ class MilpPlanner:
         for (t, k), col in built.issue.items():
             if xval[col] > 0.5 and dec[t] is Decision.SWAP:
                 issue[t] = k
-        plan = Plan(dec, issue_points=issue, planner=self.name, params=self.params, problem_key=problem.key)
+        hold = _hold_points(problem, built, xval, dec) if built.reruns else {}
+        plan = Plan(dec, issue_points=issue, hold_points=hold, planner=self.name, params=self.params,
+                    problem_key=problem.key)
         obj = self._polish(built, xval, deadline) if polish else None
         return plan, None if obj is None else obj * built.tau
 
@@ -418,7 +428,8 @@ class MilpPlanner:
         for name, p in cands:
             if (not self.allow_swap and p.ids(Decision.SWAP)) or (not self.allow_recompute and p.ids(Decision.RECOMPUTE)):
                 continue
-            p = Plan(p.decisions, issue_points=p.issue_points, d2h_order=p.d2h_order, planner=self.name,
+            p = Plan(p.decisions, issue_points=p.issue_points, d2h_order=p.d2h_order,
+                     hold_points=p.hold_points if self.hold_points else {}, planner=self.name,
                      params=self.params, problem_key=problem.key)
             try:
                 validate(problem, p)
@@ -462,6 +473,32 @@ def _decisions(problem, x, swap: dict, rec: dict) -> dict:
         else:
             dec[t] = Decision.KEEP
     return dec
+
+
+def _hold_points(problem, built, x, dec) -> dict[int, int]:
+    """Hold points of the plan in column values ``x`` (``Built.reruns``, ``Built.held``): a
+    regenerated tensor's hold point is the stage of its held copy; with none, just below the last
+    stage that made a copy (every copy freed after its stage). Left out when no copy is freed
+    early (the default, docs/timeline.md section 3)."""
+    hold = {}
+    for y, stages in built.reruns.items():
+        if y in dec and dec[y] is not Decision.RECOMPUTE:
+            continue
+        cols = built.held.get(y, {})
+        made, k = [], None
+        for j in sorted(stages, reverse=True):
+            if any(x[c] > 0.5 for c in stages[j]):
+                made.append(j)
+                if j in cols and x[cols[j]] > 0.5:
+                    k = j
+                    break
+        if not made:
+            continue
+        if k is None:
+            k = max(made[-1] - 1, 0)
+        if any(j > k for j in made):
+            hold[y] = k
+    return hold
 
 
 def _certified(problem, bound):

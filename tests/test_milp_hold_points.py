@@ -1,0 +1,110 @@
+"""The exact MILP over multi-level plans (``milp(hold_points=True)``, docs/milp.md section 1,
+"Hold points"): against an exhaustive search over decisions and hold points, against the chain
+oracle of ``dp-checkpoint`` (Revolve-style plans), and where no single-level plan fits."""
+
+import math
+
+import pytest
+
+from slackswap import CostModel, Problem, Status, planners, simulate
+from slackswap.errors import ParameterError
+from slackswap.plan import validate
+from slackswap.synthetic import (
+    chain,
+    chain_multilevel_optimum,
+    mixed_dag,
+    multilevel_optimum,
+    random_suite,
+)
+
+
+def _check(p, mp, best):
+    if math.isinf(best):
+        assert mp.info.status is Status.INFEASIBLE, mp.info.message
+        return
+    assert mp.info.status is Status.OPTIMAL, mp.info.message
+    validate(p, mp)
+    r = simulate(p, mp, detail=False)
+    assert r.fits and r.step_time_s == pytest.approx(best, rel=1e-9), (r.step_time_s, best, mp.hold_points)
+    assert mp.info.objective == pytest.approx(r.step_time_s, rel=1e-6)
+
+
+@pytest.mark.parametrize("l", [5, 6])
+def test_equals_the_multi_level_chain_optimum(l):  # noqa: E741
+    """Unit chains at every budget from the floor up: the re-runs of the best keep/recompute plan
+    with any hold points (``chain_multilevel_optimum``, ``l!`` plans); below the single-level
+    floor the default MILP proves INFEASIBLE and this one finds the Revolve-style plan."""
+    g = chain(l)
+    base = Problem(g, CostModel.unit(g))
+    below_single = 0
+    for budget in range(base.min_feasible_bytes, l + 1):
+        p = base.with_budget(budget)
+        mp = planners.get("milp", hold_points=True, allow_swap=False).plan(p)
+        assert mp.info.status is Status.OPTIMAL, (budget, mp.info.message)
+        r = simulate(p, mp)
+        assert r.fits and r.recompute_s == chain_multilevel_optimum(p), budget
+        single = planners.get("milp", allow_swap=False).plan(p)
+        if single.info.status is Status.INFEASIBLE:
+            below_single += 1
+            assert mp.hold_points and "no hold points" in single.info.message
+        else:
+            assert mp.info.objective <= single.info.objective * (1 + 1e-9)
+    assert below_single >= 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_equals_exhaustive_search_over_hold_points(seed):
+    """Random small problems (``random_suite``: chains, residual blocks, random and mixed DAGs,
+    swap and recompute, latency-dominated links, budgets from the floor up) whose exhaustive
+    search stays small: MILP with hold points == the fastest plan over every decision vector and
+    hold point, in status and time, and its plan simulates to its objective."""
+    checked = 0
+    for inst in random_suite(25, seed=100 + seed, max_tensors=5):
+        p = inst.problem
+        best, _ = multilevel_optimum(p)
+        if best is None:
+            continue
+        _check(p, planners.get("milp", hold_points=True).plan(p), best)
+        checked += 1
+    assert checked >= 15
+
+
+def test_finds_the_multi_level_plan_no_single_level_plan_matches():
+    """A mixed DAG where the best multi-level plan (9 s) beats every single-level plan (19 s):
+    t3 is rebuilt for op3's stage, freed after its last read there, and rebuilt for op2's; the
+    held copy of t2 from op3's stage is not allocated again by the second re-run of op1
+    (docs/timeline.md section 3)."""
+    p = _mixed5582()
+    single = planners.get("milp").plan(p)
+    assert single.info.status is Status.OPTIMAL and single.info.objective == pytest.approx(19.0)
+    best, _ = multilevel_optimum(p, max_plans=50_000)
+    assert best == pytest.approx(9.0)
+    mp = planners.get("milp", hold_points=True).plan(p)
+    _check(p, mp, 9.0)
+    assert mp.hold_points
+
+
+def _mixed5582():
+    """``mixed_dag(5582, 4)``: op1 makes t2 (unsaved) and t3, op2 reads t3; unit op times but a
+    free op2, copies of 2 s per byte, budget 10 bytes."""
+    import dataclasses
+
+    g = mixed_dag(5582, 4)
+    base = CostModel.unit(g)
+    costs = dataclasses.replace(base, fwd_s=(1.0, 1.0, 0.0, 1.0), d2h_s=tuple(2 * x for x in base.d2h_s),
+                                h2d_s=tuple(2 * x for x in base.h2d_s))
+    return Problem(g, costs, budget_bytes=10)
+
+
+@pytest.mark.parametrize("bad", ["sometimes", 2, None])
+def test_hold_points_parameter_is_checked(bad):
+    with pytest.raises(ParameterError, match="milp: hold_points"):
+        planners.get("milp", hold_points=bad)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "10"])
+def test_multilevel_optimum_checks_max_plans(bad):
+    from slackswap.errors import SlackSwapError
+
+    with pytest.raises(SlackSwapError, match="multilevel_optimum.max_plans"):
+        multilevel_optimum(_mixed5582(), max_plans=bad)
