@@ -80,7 +80,7 @@ def main(argv=None) -> int:
             best, _ = multilevel_optimum(p, max_plans=a.exhaustive)
             if best is not None:
                 checked += 1
-                if not (best == multi or abs(best - multi) <= 1e-9 * best):
+                if not math.isclose(best, multi, rel_tol=1e-9):     # inf only equals inf
                     bad += 1
                     print(f"instance {i} ({g.name}): exhaustive search {best:g} s, milp(hold_points=True) {multi:g} s")
         if multi > single * (1 + 1e-9):

@@ -237,13 +237,13 @@ def chain_multilevel_optimum(problem) -> float:
 
 
 def multilevel_optimum(problem, max_plans: int = 6000) -> tuple[float | None, int]:
-    """Least step time of any plan that fits, hold points included, by exhaustive search: every
-    keep/swap/recompute decision vector (the choices each tensor allows), and for each every hold
-    point (stage ``0..n-1``) of every tensor its single-level schedule regenerates in the
-    backward pass, simulated with default issue points and D2H order. Returns ``(seconds, plans)``
-    (``math.inf`` if none fits), or ``(None, plans)`` without simulating when there are more than
-    ``max_plans``: the oracle of ``milp(hold_points=True)`` on tiny problems (docs/milp.md
-    section 8)."""
+    """Least step time of the plans that fit among those it enumerates: every keep/swap/recompute
+    decision vector (the choices each tensor allows), and for each every hold point (stage
+    ``0..n-1``) of every tensor its single-level schedule regenerates in the backward pass (other
+    tensors get none), simulated with default issue points and D2H order. Returns
+    ``(seconds, plans)`` (``math.inf`` if none fits), or, without simulating, ``(None, count)``
+    with a count above ``max_plans`` as soon as there are more: the oracle of
+    ``milp(hold_points=True)`` on tiny problems (docs/milp.md section 8)."""
     import itertools
     import math
 

@@ -57,7 +57,8 @@ def test_equals_exhaustive_search_over_hold_points(seed):
     """Random small problems (``random_suite``: chains, residual blocks, random and mixed DAGs,
     swap and recompute, latency-dominated links, budgets from the floor up) whose exhaustive
     search stays small: MILP with hold points == the fastest plan over every decision vector and
-    hold point, in status and time, and its plan simulates to its objective."""
+    every hold point of the tensors its single-level schedule regenerates
+    (``multilevel_optimum``), in status and time, and its plan simulates to its objective."""
     checked = 0
     for inst in random_suite(25, seed=100 + seed, max_tensors=5):
         p = inst.problem

@@ -229,9 +229,11 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
         # cascade: x[v] >= x[parent] + rt[t] - done_before - 1 (parent = 1 at the root), every t;
         # with hold points also - carried(t): a held copy is resident
         par = [(-1.0, x[q])] if q is not None else []
-        for t in ([nd["ts"][0]] if always and not hold_points else nd["ts"]):
-            # an always-group (one tensor no op saves) triggers the re-run whenever it is not done
-            rterm, rconst = ([], -1.0) if always and not hold_points else rt_terms(t, -1.0)
+        # without hold points an always-group (a tensor no op saves) triggers the re-run whenever
+        # it is not done: one row; with them each tensor may be carried, so one row per tensor
+        one_row = always and not hold_points
+        for t in ([nd["ts"][0]] if one_row else nd["ts"]):
+            rterm, rconst = ([], -1.0) if one_row else rt_terms(t, -1.0)
             rhs = -1.0 + (0.0 if q is not None else 1.0) + (1.0 if rconst else 0.0)
             m.add_ge(f"cascade[{v},{t}]", [(1.0, x[v])] + par + rterm + done + carried(t, j), rhs)
     for (q, t, stage) in pruned:   # narrowing: a capped subtree must never be needed

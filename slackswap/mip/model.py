@@ -199,39 +199,33 @@ def _regenerated_copies(m, steps, y, r, b, em, uses, hold, add):
         first = ej[0][0]
         Lj = _suffix_or(m, f"regen_used_in[{y},{j}]", evj, first, max(p for p, _ in evj))
         in_stage[j] = ([p for p, _ in ej], prefix(m, f"emitted_in[{y},{j}]", [a for _, a in ej]), Lj)
-    rt = "one" if r == "one" else [(1.0, r)]
+    rt = ([], 1.0) if r == "one" else ([(1.0, r)], 0.0)
 
-    def flag(v):        # a 0/1 quantity as terms, "one", or None (0)
-        return None if v is None else "one" if v == "one" else [(1.0, v)]
+    def flag(v):        # a suffix-OR value as a factor: "one", a column, or None (0: no factor)
+        return None if v is None else ([], 1.0) if v == "one" else ([(1.0, v)], 0.0)
 
     for s in range(lo, hi + 1):
         j = steps[s][2]
         car = carried(y, j)
-        lows = []      # each: 0/1 quantities q_i (terms, "one", ("not", terms) = 1 - terms);
-        # live >= sum q_i - (len - 1), i.e. live - sum(terms) + sum(negated) >= 1 - #terms
+        lows = []      # each a product of 0/1 factors (terms, constant) that live[y,s] is at least
         if car and L[s] is not None:
-            lows.append([car, flag(L[s])])
+            lows.append([(car, 0.0), flag(L[s])])
         if j in in_stage:
             pos, run, Lj = in_stage[j]
             e = run(bisect.bisect_right(pos, s))
-            if e and Lj.get(s) is not None:
-                not_car = [(-cf, col) for cf, col in car]    # 1 - carried: the constant is below
-                lows.append([e, rt, flag(Lj[s])] + ([("not", not_car)] if car else []))
+            if e and Lj.get(s) is not None:     # made in this stage, not carried, read later in it
+                lows.append([(e, 0.0), rt, flag(Lj[s]), ([(-cf, col) for cf, col in car], 1.0)])
             if e and j in held.get(y, {}) and L[s] is not None:
-                lows.append([e, [(1.0, held[y][j])], flag(L[s])])
+                lows.append([(e, 0.0), ([(1.0, held[y][j])], 0.0), flag(L[s])])
         if not lows:
             continue
         live = m.var(f"live[{y},{s}]", 0.0, 1.0)
-        for i, qs in enumerate(lows):
-            row, rhs = [(1.0, live)], 1.0
-            for q in qs:
-                if q == "one":
-                    continue
-                if isinstance(q, tuple):        # ("not", terms): 1 - x
-                    row += [(-cf, col) for cf, col in q[1]]
-                    continue
-                row += [(-cf, col) for cf, col in q]
-                rhs -= 1.0
+        for i, factors in enumerate(lows):
+            # live >= sum(factors) - (len - 1): 1 when every factor is 1
+            row, rhs = [(1.0, live)], 1.0 - len(factors)
+            for terms, const in factors:
+                row += [(-cf, col) for cf, col in terms]
+                rhs += const
             m.add_ge(f"live[{y},{s}]#{i}", row, rhs)
         add(s, b, live, y)
 
