@@ -49,8 +49,12 @@ def test_capacity_bound_never_exceeds_the_brute_force_optimum(p):
         r = simulate(p, best, detail=False)
         assert lb <= r.step_time_s * (1 + 1e-9), (lb, r.step_time_s)
         assert lower_bound(p)[0] <= r.step_time_s * (1 + 1e-9)
-        # the aggregated MILP (integral decisions): its dual bound is a bound too
-        assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10)[0] <= r.step_time_s * (1 + 1e-9)
+        # the aggregated MILP (integral decisions): its dual bound is a bound too, with and
+        # without the per-copy release rows
+        for rel in (False, True):
+            agg = aggregate_bound(p, integral=True, time_limit_s=10, releases=rel)[0]
+            assert p.ideal_step_s + agg <= r.step_time_s * (1 + 1e-9), rel
+        assert p.ideal_step_s + aggregate_bound(p, releases=True)[0] <= r.step_time_s * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
@@ -63,7 +67,8 @@ def test_bound_never_exceeds_the_exact_optimum_on_the_milp_table(case):
     step = simulate(p, best, detail=False).step_time_s
     assert capacity_bound(p) <= step * (1 + 1e-9)
     assert lower_bound(p)[0] <= step * (1 + 1e-9)
-    assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10)[0] <= step * (1 + 1e-9)
+    for rel in (False, True):
+        assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10, releases=rel)[0] <= step * (1 + 1e-9)
 
 
 def test_capacity_bound_is_tight_on_a_hand_example():
@@ -141,7 +146,8 @@ def test_bounds_hold_for_plans_with_any_d2h_order_and_hold_points(p, data):
         return
     step = r.step_time_s * (1 + 1e-9)
     assert capacity_bound(p) <= step
-    assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10)[0] <= step
+    for rel in (False, True):
+        assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10, releases=rel)[0] <= step, rel
     lb, how = lower_bound(p)
     assert lb <= step, how
 

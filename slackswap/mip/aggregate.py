@@ -53,6 +53,19 @@ Rows:
 * ``d2h_back[j]`` / ``h2d_back[j]``: every swapped tensor with ``ms(t) >= j`` has been copied out
   (D2H capacity as above) and copied back (``sum h2d_t s[t]``, on the H2D engine, which starts
   no earlier than the end of the forward pass) by ``S^b_j``;
+* ``chain[t]``: a swapped tensor's copy back follows its copy out, which starts when its
+  producer ``p`` ends: ``S^b_{ms(t)} >= E_p + (d2h_t + h2d_t) s[t]``, latency included (the
+  capacity rows above count D2H bytes at the fastest rate, where kilobyte copies are all but
+  free);
+* with ``releases=True`` (the exact path; the rows grow with tensors x steps), per-copy latency in
+  the forward memory rows: ``u[t,k]``, swapped tensor ``t`` released (copied out in full) by
+  forward step ``k``, ``u[t,k] <= s[t]``; ``mem_rel[k]``: ``RXf[k] + sum b_t u[t,k] >= A(k) -
+  B``; ``u_time[t,k]``: ``S_k >= E_p + d2h_t u[t,k]``; ``u_d2h[k]``: ``sum d2h_t u[t,k] <= S_k +
+  MT[k]``, ``MT[k] = min_{j<k} (CT[j] - E_j)`` with ``CT[j]`` the D2H time of the tensors swapped
+  from ops ``< j`` (the copies of outputs of ops ``>= j`` run after ``E_j`` one at a time, each
+  whole); ``d2h_time_back[j]``: ``sum d2h_t s[t]`` over ``ms(t) >= j`` ``<= S^b_j + MT[n]``. The
+  ``W[k]`` rows let a fraction of a copy free that fraction of its bytes, latency prorated; these
+  do not;
 * ``rf_*``: ``rho_first <= sum c_q rf[q]``, where ``rf[q] <= r[q]`` and ``rf[q] <= sum z`` over the
   reasons ``q`` may be re-run in stage ``n-1``: it produces a RECOMPUTE tensor that op ``n-1``
   saves (``z <= x[y]``) or a non-resident input of an op re-run in that stage (``z <= rf[p]``,
@@ -117,9 +130,11 @@ def prerequisites(graph, planning: set[int]) -> list[tuple[int, int]]:
     return out
 
 
-def build(problem, integral: bool = False) -> Aggregate | None:
+def build(problem, integral: bool = False, releases: bool = False) -> Aggregate | None:
     """The aggregated model of ``problem`` (module docstring), or None when no step exceeds the
-    budget under keep-all (the bound is then the ideal step)."""
+    budget under keep-all (the bound is then the ideal step). ``releases`` adds the per-copy
+    release rows (``u[t,k]``, one column per swappable tensor and forward step that needs
+    memory): tighter where copies are latency-bound, sized for a few dozen planning tensors."""
     g, c = problem.graph, problem.costs
     n = len(g.ops)
     need_f, need_b = needs(problem)
@@ -210,6 +225,32 @@ def build(problem, integral: bool = False) -> Aggregate | None:
         if timed:
             m.add_le(f"W_d2h[{k}]", [(1, wv), (-1, M[k]), (-w, sig[k])], bw * t_before[k] / b0)
 
+    d2h = lambda t: c.d2h_s[t] / t0      # noqa: E731
+    rel = releases and timed and bool(s)
+    if rel:
+        CT = [m.var(f"CT[{k}]") for k in range(n + 1)]
+        MT = [None] + [m.var(f"MT[{k}]", -math.inf) for k in range(1, n + 1)]
+        m.add_eq("CT_def[0]", [(1, CT[0])], 0)
+        for k in range(1, n + 1):
+            m.add_eq(f"CT_def[{k}]", [(1, CT[k]), (-1, CT[k - 1])] + [(-d2h(t), s[t]) for t in by_prod.get(k - 1, ())], 0)
+            if k > 1:
+                m.add_le(f"MT_mono[{k}]", [(1, MT[k]), (-1, MT[k - 1])], 0)
+            m.add_le(f"MT_cap[{k}]", [(1, MT[k]), (-1, CT[k - 1]), (1, sig[k - 1])], -t_before[k] / t0)
+        for k in range(1, n):
+            if need_f[k] <= 0:
+                continue
+            out = [t for t in planning if t.id in s and e[t.id] <= k]
+            u = {t.id: m.var(f"u[{t.id},{k}]", 0.0, 1.0, binary=integral) for t in out}
+            m.add_ge(f"mem_rel[{k}]", [(1, rx_f[k])] + [(size[t], v) for t, v in u.items()], need_f[k] / b0)
+            m.add_le(f"u_d2h[{k}]", [(d2h(t), v) for t, v in u.items()] + [(-1, MT[k]), (-1, sig[k])],
+                     t_before[k] / t0)
+            for t in out:
+                m.add_le(f"u_src[{t.id},{k}]", [(1, u[t.id]), (-1, s[t.id])], 0)
+                late = (t_before[t.producer + 1] - t_before[k]) / t0 + d2h(t.id)
+                if late > 0:
+                    m.add_le(f"u_time[{t.id},{k}]", [(late, u[t.id]), (-1, sig[k]), (1, sig[t.producer])], 0)
+        dt_b = running("DTb", ms, s, d2h, -1)          # D2H time of SWAP tensors needed at a stage >= j
+
     def s_back(j):      # terms of -bw * S^b_j (scaled) and its constant
         return [(-1, M[n]), (-w, sig[n]), (-w, rho_first if j == n - 1 else rho), (-w, beta[j])], \
             bw * (t_before[n] + b_after[j]) / b0
@@ -252,8 +293,20 @@ def build(problem, integral: bool = False) -> Aggregate | None:
             if timed:
                 terms, rhs = s_back(j)
                 m.add_le(f"d2h_back[{j}]", [(1, d_b[j])] + terms, rhs)
+            if rel:
+                m.add_le(f"d2h_time_back[{j}]", [(1, dt_b[j]), (-1, MT[n]), (-1, sig[n]),
+                                                 (-1, rho_first if j == n - 1 else rho), (-1, beta[j])],
+                         (t_before[n] + b_after[j]) / t0)
             m.add_le(f"h2d_back[{j}]", [(1, h_b[j]), (-1, sig[n]), (1, sig[n - 1]),
                                        (-1, rho_first if j == n - 1 else rho), (-1, beta[j])], b_after[j] / t0)
+
+    for t in planning:      # a copy back follows the copy out, which starts when the producer ends
+        if t.id in s:
+            j, p = ms[t.id], t.producer
+            late = (t_before[p + 1] - t_before[n] - b_after[j]) / t0 + d2h(t.id) + h2d(t.id)
+            if late > 0:
+                m.add_ge(f"chain[{t.id}]", [(1, sig[n]), (-1, sig[p]), (1, rho_first if j == n - 1 else rho),
+                                           (1, beta[j]), (-late, s[t.id])], 0)
 
     # rho_first: only ops re-run in the first backward stage (stage n-1) run before its step
     edges: dict[int, list[tuple[int | None, int]]] = {}

@@ -46,6 +46,10 @@ AGGREGATE_PROOF_GAP = 1e-6
 """Above ``_IMPROVE_EXACT_MIN`` planning tensors the exact model is not built when the aggregated
 MILP's bound is within this relative gap of the warm start (``_aggregate_proof``): the tolerance
 that MILP is solved to."""
+# nodes of the aggregated MILP in the exact path (at least; ``aggregate_nodes`` when larger): there
+# it is small and solved to optimality in about a second (`tiny` with 4 layers at 0.7: 1,000 nodes,
+# 38.43 us, against 38.37 us after 20; docs/milp.md section 5)
+EXACT_PATH_AGGREGATE_NODES = 2000
 
 
 def _presolve(value):
@@ -79,7 +83,8 @@ class MilpPlanner:
     exact path does the same to its warm start above ``_IMPROVE_EXACT_MIN`` planning tensors.
     With ``cutoff`` (HiGHS) the exact MILP searches only below the warm start's time: nodes whose
     bound reaches it are pruned (docs/milp.md section 5). Above ``_IMPROVE_EXACT_MIN`` planning
-    tensors the exact path first solves the aggregated MILP: when its bound is within
+    tensors the exact path first solves the aggregated MILP (with its release rows), whose
+    decisions replace the warm start when faster: when its bound is within
     ``AGGREGATE_PROOF_GAP`` of the warm start the exact model is not built (``_aggregate_proof``).
     ``aggregate_rows`` adds the aggregated relaxation's rows to the exact model, on its decisions:
     they cut off no plan and strengthen its LP relaxation (docs/milp.md section 3); not with
@@ -181,7 +186,7 @@ class MilpPlanner:
         if warm is not None and self.improve_sims and len(problem.planning_ids) > _IMPROVE_EXACT_MIN:
             warm, src = self._improved_warm(problem, warm, src, clock.at(WARM_SHARE))
         if warm is not None and self.aggregate_nodes and len(problem.planning_ids) > _IMPROVE_EXACT_MIN:
-            proof = self._aggregate_proof(problem, warm, src, wall, deadline)
+            proof, warm, src = self._aggregate_proof(problem, warm, src, wall, deadline)
             if proof is not None:
                 return proof
         try:
@@ -309,38 +314,49 @@ class MilpPlanner:
                      problem_key=problem.key), f"the incumbent search (from {src}: {note})")
 
     def _aggregate_proof(self, problem, warm, src, wall, deadline):
-        """The warm start, returned without building the exact model, when the aggregated MILP's
-        dual bound (docs/milp.md section 7; it holds for every plan) is within
-        ``max(mip_rel_gap, AGGREGATE_PROOF_GAP)`` of its simulated time: OPTIMAL when within
-        ``mip_rel_gap``, else FEASIBLE with that proven gap. Else None, and the bound is kept as a
-        floor of the certified bound (``_certified``). The aggregated MILP gets ``aggregate_nodes``
-        nodes, at most ``aggregate_time_s`` and, under a time limit, a quarter of the time left."""
+        """``(proof, warm, src)``. The aggregated MILP (docs/milp.md section 7) is solved with
+        ``aggregate_nodes`` nodes (at least ``EXACT_PATH_AGGREGATE_NODES``: in the exact path it
+        is small) and its per-copy release rows (``mip.aggregate.build``), at most
+        ``aggregate_time_s`` and, under a time limit, a quarter of the time left. Its decisions
+        replace the warm start when they simulate faster. ``proof`` is that warm start, returned
+        without building the exact model, when the MILP's dual bound (it holds for every plan) is
+        within ``max(mip_rel_gap, AGGREGATE_PROOF_GAP)`` of its simulated time: OPTIMAL when
+        within ``mip_rel_gap``, else FEASIBLE with that proven gap. Else None, and the bound is
+        kept as a floor of the certified bound (``_certified``)."""
         from ...bounds import aggregate_bound
+        from .beyond import _aggregate_plan
 
         if not self._cap_in_time(problem):
-            return None
+            return None, warm, src
         left = self.aggregate_time_s
         if deadline is not None:
             left = min(left, 0.25 * (deadline - time.perf_counter()))
         if left <= 0.5:
-            return None
-        extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=self.aggregate_nodes,
-                                          mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP))
+            return None, warm, src
+        extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left,
+                                          node_limit=max(self.aggregate_nodes, EXACT_PATH_AGGREGATE_NODES),
+                                          mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP), releases=True)
         if agg is not None and (agg.model.infeasible or res is None or (res.x is None and extra <= 0)):
-            return None      # nothing proven (or no plan fits: the exact model says which)
+            return None, warm, src      # nothing proven (or no plan fits: the exact model says which)
         bound = float(problem.ideal_step_s) + extra
         self._bound_memo["agg"] = bound
         obj = simulate(problem, warm, detail=False).step_time_s
+        cand = _aggregate_plan(self, problem, agg, res) if agg is not None else None
+        if cand is not None:
+            rc = simulate(problem, cand, detail=False)
+            if rc.feasible and rc.fits and rc.step_time_s < obj:
+                warm, src, obj = cand, "the aggregated MILP", rc.step_time_s
         gap = _gap(obj, bound)
         if gap is None or gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
-            return None
+            return None, warm, src
         status = Status.OPTIMAL if gap <= self.mip_rel_gap else Status.FEASIBLE
         nodes = getattr(res, "mip_node_count", 0) if res is not None else 0
         how = ("no step exceeds the budget under keep-all: the bound is the ideal step" if agg is None
                else f"the aggregated MILP's dual bound after {nodes} nodes")
-        return warm.with_info(status=status, objective=obj, lower_bound=min(bound, obj), gap=gap, wall_s=wall(),
-                              model_size={}, message=f"proven gap {gap:.2g} by {how}, which holds for every plan "
-                              f"(docs/milp.md section 7): exact model not built; incumbent: {src}'s plan")
+        proof = warm.with_info(status=status, objective=obj, lower_bound=min(bound, obj), gap=gap, wall_s=wall(),
+                               model_size={}, message=f"proven gap {gap:.2g} by {how}, which holds for every plan "
+                               f"(docs/milp.md section 7): exact model not built; incumbent: {src}'s plan")
+        return proof, warm, src
 
     def _cutoff(self, problem, warm, tau: float) -> float | None:
         """The MILP objective the solver need not reach (HiGHS ``objective_bound``): the warm
