@@ -7,6 +7,7 @@
     python benchmarks/bench_milp.py sizes tiny gpt2 --layers 1 2 3 4 --budget 0.95
     python benchmarks/bench_milp.py gaps --time-limit 60   # the presets at budgets 0.2-0.9
     python benchmarks/bench_milp.py gaps bert-large --budgets 0.3 --time-limit none --improve-sims 2000
+    python benchmarks/bench_milp.py relax tiny --layers 1 2 3 4 --budget 0.7 --aggregate-nodes 2000
 
 ``full`` / ``layers``: the ``milp`` planner above ``max_exact_tensors`` (docs/milp.md section 7):
 wall time, incumbent, certified bound, proven gap and the aggregated model's size, once with the
@@ -17,6 +18,9 @@ seconds, once without the incumbent search (``improve_sims=0``) and once with it
 time limit alone (issue 14's target: proven gap <= 0.1% within 60 s), or with ``--improve-sims N``
 by N simulations (a work limit: with ``--time-limit none`` the same plans on any machine).
 ``exact``: the exact formulation (section 1-6) on small models: build time, size, status.
+``relax``: the aggregated relaxation alone (section 7) on cut presets, without and with its
+per-copy release rows (``releases``, the exact path's): columns, binaries, LP bound, and the
+MILP's bound after ``--aggregate-nodes`` nodes (a work limit; ``--aggregate-time`` caps it).
 Prints markdown rows (the tables in benchmarks/README.md come from here).
 """
 
@@ -151,6 +155,29 @@ def exact(a) -> None:
                   f"{i.lower_bound * 1e6:.2f} us | {100 * i.gap:.2f}% | {slack * 1e6:.2f} us |", flush=True)
 
 
+def relax(a) -> None:
+    from slackswap.bounds import aggregate_bound
+
+    print("| model | layers | budget | release rows | columns | binaries | LP bound | MILP bound | nodes | wall |")
+    print("|---" * 10 + "|")
+    for name in a.models or ["tiny"]:
+        for L in a.layers:
+            p = Problem.build(name, a.hardware, a.budget, layers=L)
+            unit, u = (1e6, "us") if p.ideal_step_s < 1e-3 else (1e3, "ms")
+            for rel in (False, True):
+                t0 = time.perf_counter()
+                lp = p.ideal_step_s + aggregate_bound(p, releases=rel)[0]
+                extra, agg, res = aggregate_bound(p, integral=True, node_limit=a.aggregate_nodes,
+                                                  time_limit_s=a.aggregate_time, releases=rel)
+                wall = time.perf_counter() - t0
+                cols = len(agg.model.names) if agg is not None else 0
+                bins = sum(agg.model.integer) if agg is not None else 0
+                nodes = getattr(res, "mip_node_count", "-") if res is not None else "-"
+                print(f"| {name} | {L} | {a.budget} | {'on' if rel else 'off'} | {cols:,} | {bins:,} | "
+                      f"{lp * unit:.4f} {u} | {(p.ideal_step_s + extra) * unit:.4f} {u} | {nodes} | {wall:.1f} s |",
+                      flush=True)
+
+
 def sizes(a) -> None:
     """The exact formulation's size per model and depth (no solve): columns, rows, binaries,
     nonzeros, build time, and whether the recompute trees had to be capped (narrowed)."""
@@ -194,7 +221,7 @@ def _count(text: str) -> int:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=["full", "layers", "backends", "exact", "sizes", "gaps"])
+    ap.add_argument("mode", choices=["full", "layers", "backends", "exact", "sizes", "gaps", "relax"])
     ap.add_argument("models", nargs="*")
     ap.add_argument("--hardware", default="a100-80gb")
     ap.add_argument("--budget", type=float, default=0.5)
@@ -206,7 +233,7 @@ def main(argv=None):
                     help="gaps mode: budgets (fractions of the keep-all peak)")
     ap.add_argument("--improve-sims", type=_count, default=None,
                     help="gaps mode: the search's simulations in the 'improve on' column (default: until the time limit)")
-    ap.add_argument("--layers", type=int, nargs="*", default=[1, 2], help="exact mode: layer counts")
+    ap.add_argument("--layers", type=int, nargs="*", default=[1, 2], help="exact, sizes and relax modes: layer counts")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--presolve", choices=["auto", "on", "off"], default="auto", help="exact mode: HiGHS presolve")
     ap.add_argument("--cutoff", choices=["on", "off"], default="on",
@@ -217,7 +244,8 @@ def main(argv=None):
                     help="exact and sizes modes: the aggregated relaxation's rows in the exact model (milp aggregate_rows)")
     ap.add_argument("--solver", default="highs", help="exact mode: milp solver (highs, cbc, cvxpy, scip, cpsat)")
     a = ap.parse_args(argv)
-    {"full": full, "layers": layers, "backends": backends, "exact": exact, "sizes": sizes, "gaps": gaps}[a.mode](a)
+    {"full": full, "layers": layers, "backends": backends, "exact": exact, "sizes": sizes, "gaps": gaps,
+     "relax": relax}[a.mode](a)
 
 
 if __name__ == "__main__":
