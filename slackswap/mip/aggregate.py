@@ -65,7 +65,13 @@ Rows:
   from ops ``< j`` (the copies of outputs of ops ``>= j`` run after ``E_j`` one at a time, each
   whole); ``d2h_time_back[j]``: ``sum d2h_t s[t]`` over ``ms(t) >= j`` ``<= S^b_j + MT[n]``. The
   ``W[k]`` rows let a fraction of a copy free that fraction of its bytes, latency prorated; these
-  do not;
+  do not. The same at backward steps: ``v[t,j] <= s[t]``, swapped tensor ``t`` (``ms(t) < j``)
+  absent at the backward step of op ``j``: copied out in full (``v_time``, ``v_d2h`` as above,
+  by ``S^b_j``) and not yet copied back, so its copy back, ``h2d_t`` long, ends before
+  ``S^b_{ms(t)}`` and starts after ``S^b_j``: the backward steps between (``G`` of nominal
+  time) are stretched by ``h2d_t - G``, part of the extra time (``v_back[t,j]``: ``(h2d_t - G)
+  v[t,j] <= extra``, ``extra`` the objective); ``Wb_rel[j]``: ``Wb[j] <= sum b_t v[t,j]``. A
+  copy back issued early holds its memory until the use;
 * ``rf_*``: ``rho_first <= sum c_q rf[q]``, where ``rf[q] <= r[q]`` and ``rf[q] <= sum z`` over the
   reasons ``q`` may be re-run in stage ``n-1``: it produces a RECOMPUTE tensor that op ``n-1``
   saves (``z <= x[y]``) or a non-resident input of an op re-run in that stage (``z <= rf[p]``,
@@ -133,7 +139,7 @@ def prerequisites(graph, planning: set[int]) -> list[tuple[int, int]]:
 def build(problem, integral: bool = False, releases: bool = False) -> Aggregate | None:
     """The aggregated model of ``problem`` (module docstring), or None when no step exceeds the
     budget under keep-all (the bound is then the ideal step). ``releases`` adds the per-copy
-    release rows (``u[t,k]``, one column per swappable tensor and forward step that needs
+    release rows (``u[t,k]``, ``v[t,j]``: one column per swappable tensor and step that needs
     memory): tighter where copies are latency-bound, sized for a few dozen planning tensors."""
     g, c = problem.graph, problem.costs
     n = len(g.ops)
@@ -228,6 +234,8 @@ def build(problem, integral: bool = False, releases: bool = False) -> Aggregate 
     d2h = lambda t: c.d2h_s[t] / t0      # noqa: E731
     rel = releases and timed and bool(s)
     if rel:
+        extra = m.var("extra")       # the objective: the plan's extra time (at least)
+        m.add_eq("extra_def", [(1, extra), (-1, sig[n]), (-1, beta[0])] + [(-cost[p] / t0, r[p]) for p in range(n)], 0)
         CT = [m.var(f"CT[{k}]") for k in range(n + 1)]
         MT = [None] + [m.var(f"MT[{k}]", -math.inf) for k in range(1, n + 1)]
         m.add_eq("CT_def[0]", [(1, CT[0])], 0)
@@ -289,6 +297,25 @@ def build(problem, integral: bool = False, releases: bool = False) -> Aggregate 
             if timed:
                 terms, rhs = s_back(j)
                 m.add_le(f"Wb_d2h[{j}]", [(1, wv)] + terms, rhs)
+            if rel:
+                back = rho_first if j == n - 1 else rho
+                vs = {}
+                for t in planning:
+                    if t.id in s and ms[t.id] < j:
+                        v = vs[t.id] = m.var(f"v[{t.id},{j}]", 0.0, 1.0, binary=integral)
+                        m.add_le(f"v_src[{t.id},{j}]", [(1, v), (-1, s[t.id])], 0)
+                        # copied out in full by S^b_j ...
+                        late = (t_before[t.producer + 1] - t_before[n] - b_after[j]) / t0 + d2h(t.id)
+                        if late > 0:
+                            m.add_le(f"v_time[{t.id},{j}]", [(late, v), (-1, sig[n]), (1, sig[t.producer]),
+                                                             (-1, back), (-1, beta[j])], 0)
+                        # ... and not copied back yet: its copy back ends h2d_t later, before S^b_{ms(t)}
+                        k_t = h2d(t.id) - (b_after[ms[t.id]] - b_after[j]) / t0
+                        if k_t > 0:
+                            m.add_le(f"v_back[{t.id},{j}]", [(k_t, v), (-1, extra)], 0)
+                m.add_le(f"Wb_rel[{j}]", [(1, wv)] + [(-size[t], v) for t, v in vs.items()], 0)
+                m.add_le(f"v_d2h[{j}]", [(d2h(t), v) for t, v in vs.items()] + [(-1, MT[n]), (-1, sig[n]), (-1, back),
+                                                                                  (-1, beta[j])], (t_before[n] + b_after[j]) / t0)
         if s:
             if timed:
                 terms, rhs = s_back(j)

@@ -50,6 +50,10 @@ that MILP is solved to."""
 # it is small and solved to optimality in about a second (`tiny` with 4 layers at 0.7: 1,000 nodes,
 # 38.43 us, against 38.37 us after 20; docs/milp.md section 5)
 EXACT_PATH_AGGREGATE_NODES = 2000
+# up to this many planning tensors the aggregated MILP gets its release rows (``releases``) and at
+# least EXACT_PATH_AGGREGATE_NODES nodes above ``max_exact_tensors`` too; they add columns per
+# swappable tensor and step that needs memory (`tiny` with 4 layers: 728 -> 2,101 columns)
+SMALL_AGGREGATE_TENSORS = 80
 
 
 def _presolve(value):
