@@ -30,7 +30,7 @@ import argparse
 import time
 
 from slackswap import Problem, planners, simulate
-from slackswap.errors import BudgetError
+from slackswap.errors import BudgetError, SlackSwapError
 
 FULL = ["bert-large", "gpt2-xl", "llama-7b"]
 
@@ -162,7 +162,10 @@ def relax(a) -> None:
     print("|---" * 10 + "|")
     for name in a.models or ["tiny"]:
         for L in a.layers:
-            p = Problem.build(name, a.hardware, a.budget, layers=L)
+            try:
+                p = Problem.build(name, a.hardware, a.budget, layers=L)
+            except SlackSwapError as e:
+                raise SystemExit(f"bench_milp.py relax: {e}") from None
             unit, u = (1e6, "us") if p.ideal_step_s < 1e-3 else (1e3, "ms")
             for rel in (False, True):
                 t0 = time.perf_counter()
@@ -225,7 +228,7 @@ def main(argv=None):
     ap.add_argument("models", nargs="*")
     ap.add_argument("--hardware", default="a100-80gb")
     ap.add_argument("--budget", type=float, default=0.5)
-    ap.add_argument("--aggregate-nodes", type=int, default=20, help="branch-and-bound nodes for the aggregated MILP (exact mode: 0 always builds the exact model)")
+    ap.add_argument("--aggregate-nodes", type=_count, default=20, help="branch-and-bound nodes for the aggregated MILP (exact mode: 0 always builds the exact model)")
     ap.add_argument("--aggregate-time", type=float, default=60.0, help="safety cap in seconds for the aggregated MILP")
     ap.add_argument("--time-limit", type=_limit, default=20.0,
                     help="exact and gaps modes: time_limit_s in seconds, or 'none' (no limit)")

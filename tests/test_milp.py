@@ -295,7 +295,7 @@ def test_the_aggregated_bound_can_prove_the_warm_start_without_the_exact_model()
     about a minute to prove the same plan optimal) is not built. The bound holds for every plan,
     so it is at most the exact optimum (29757.58 us, benchmarks/README.md)."""
     from slackswap.bounds import aggregate_bound
-    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP, EXACT_PATH_AGGREGATE_NODES
+    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP, SMALL_AGGREGATE_NODES
 
     p = Problem.build("gpt2", "a100-80gb", 0.95, layers=2)
     plan = planners.get("milp", max_exact_tensors=10**6).plan(p)
@@ -305,7 +305,7 @@ def test_the_aggregated_bound_can_prove_the_warm_start_without_the_exact_model()
     assert "exact model not built" in plan.info.message and "aggregated MILP" in plan.info.message
     assert plan.info.gap <= AGGREGATE_PROOF_GAP and plan.info.lower_bound <= r.step_time_s
     assert plan.info.lower_bound == pytest.approx(
-        p.ideal_step_s + aggregate_bound(p, integral=True, node_limit=EXACT_PATH_AGGREGATE_NODES, releases=True)[0],
+        p.ideal_step_s + aggregate_bound(p, integral=True, node_limit=SMALL_AGGREGATE_NODES, releases=True)[0],
         rel=1e-12)
     loose = planners.get("milp", max_exact_tensors=10**6, mip_rel_gap=1e-3).plan(p)
     assert loose.info.status is Status.OPTIMAL and "exact model not built" in loose.info.message
@@ -319,10 +319,10 @@ def test_a_stopped_exact_solve_keeps_the_aggregated_bound_as_a_floor():
     after the warm start, so the limit leaves it room on a loaded machine and the incumbent
     search, which would take the warm start's share, is off."""
     from slackswap.bounds import aggregate_bound
-    from slackswap.planners.milp.planner import EXACT_PATH_AGGREGATE_NODES
+    from slackswap.planners.milp.planner import SMALL_AGGREGATE_NODES
 
     p = Problem.build("tiny", "a100-80gb", 0.5, layers=3)
-    agg = p.ideal_step_s + aggregate_bound(p, integral=True, node_limit=EXACT_PATH_AGGREGATE_NODES, releases=True)[0]
+    agg = p.ideal_step_s + aggregate_bound(p, integral=True, node_limit=SMALL_AGGREGATE_NODES, releases=True)[0]
     assert agg > capacity_bound(p)
     plan = planners.get("milp", max_exact_tensors=10**6, time_limit_s=12, improve_sims=0).plan(p)
     assert plan.info.status is Status.TIME_LIMIT
@@ -334,7 +334,7 @@ def test_small_models_get_the_aggregated_milp_past_the_default_nodes(exact_path)
     """`tiny` with 3 layers at 0.8 (43 planning tensors): the aggregated MILP's bound after the
     default 20 nodes (29.401 us) is below its optimum (29.430 us), which capuchin's plan meets.
     In the exact path, and above ``max_exact_tensors`` up to SMALL_AGGREGATE_TENSORS planning
-    tensors, it gets at least EXACT_PATH_AGGREGATE_NODES nodes (a work limit) and its release
+    tensors, it gets at least SMALL_AGGREGATE_NODES nodes (a work limit) and its release
     rows, so that plan comes back proven to the aggregated MILP's tolerance in about two seconds,
     the exact model not built (the limit only turns a regression into a failure, not a hang)."""
     from slackswap.bounds import aggregate_bound

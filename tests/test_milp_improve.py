@@ -85,16 +85,16 @@ def test_pair_search_tries_each_eviction_alone_first():
 
 def test_the_search_also_starts_from_the_other_candidates():
     """At `tiny` with 3 layers at 0.4 the aggregated MILP's decisions (solved as the planner does
-    for a model this small: EXACT_PATH_AGGREGATE_NODES nodes, release rows) are slower than
+    for a model this small: SMALL_AGGREGATE_NODES nodes, release rows) are slower than
     slack's plan (33.15 us against 32.86 us), but the search from them reaches a faster plan
     (32.40 us against 32.58 us from slack's). The planner searches from both and keeps the best
     (docs/milp.md section 7, item 4)."""
     from slackswap.bounds import aggregate_bound
     from slackswap.planners.milp.improve import improve
-    from slackswap.planners.milp.planner import EXACT_PATH_AGGREGATE_NODES, _decisions
+    from slackswap.planners.milp.planner import SMALL_AGGREGATE_NODES, _decisions
 
     tiny = Problem.build("tiny", "a100-80gb", 0.4, layers=3)
-    _, agg, res = aggregate_bound(tiny, integral=True, node_limit=EXACT_PATH_AGGREGATE_NODES, releases=True)
+    _, agg, res = aggregate_bound(tiny, integral=True, node_limit=SMALL_AGGREGATE_NODES, releases=True)
     other = Plan(_decisions(tiny, res.x, agg.swap, agg.rec))
     so = simulate(tiny, other, detail=False)
     start = planners.get("slack").plan(tiny)

@@ -259,8 +259,11 @@ def build(problem, integral: bool = False, releases: bool = False) -> Aggregate 
                     m.add_le(f"u_time[{t.id},{k}]", [(late, u[t.id]), (-1, sig[k]), (1, sig[t.producer])], 0)
         dt_b = running("DTb", ms, s, d2h, -1)          # D2H time of SWAP tensors needed at a stage >= j
 
+    def rerun(j):       # the recompute counted before the backward step of op j
+        return rho_first if j == n - 1 else rho
+
     def s_back(j):      # terms of -bw * S^b_j (scaled) and its constant
-        return [(-1, M[n]), (-w, sig[n]), (-w, rho_first if j == n - 1 else rho), (-w, beta[j])], \
+        return [(-1, M[n]), (-w, sig[n]), (-w, rerun(j)), (-w, beta[j])], \
             bw * (t_before[n] + b_after[j]) / b0
 
     # multi-level recompute (hold points): a RECOMPUTE tensor may be absent at a backward step
@@ -298,7 +301,6 @@ def build(problem, integral: bool = False, releases: bool = False) -> Aggregate 
                 terms, rhs = s_back(j)
                 m.add_le(f"Wb_d2h[{j}]", [(1, wv)] + terms, rhs)
             if rel:
-                back = rho_first if j == n - 1 else rho
                 vs = {}
                 for t in planning:
                     if t.id in s and ms[t.id] < j:
@@ -308,13 +310,13 @@ def build(problem, integral: bool = False, releases: bool = False) -> Aggregate 
                         late = (t_before[t.producer + 1] - t_before[n] - b_after[j]) / t0 + d2h(t.id)
                         if late > 0:
                             m.add_le(f"v_time[{t.id},{j}]", [(late, v), (-1, sig[n]), (1, sig[t.producer]),
-                                                             (-1, back), (-1, beta[j])], 0)
+                                                             (-1, rerun(j)), (-1, beta[j])], 0)
                         # ... and not copied back yet: its copy back ends h2d_t later, before S^b_{ms(t)}
                         k_t = h2d(t.id) - (b_after[ms[t.id]] - b_after[j]) / t0
                         if k_t > 0:
                             m.add_le(f"v_back[{t.id},{j}]", [(k_t, v), (-1, extra)], 0)
                 m.add_le(f"Wb_rel[{j}]", [(1, wv)] + [(-size[t], v) for t, v in vs.items()], 0)
-                m.add_le(f"v_d2h[{j}]", [(d2h(t), v) for t, v in vs.items()] + [(-1, MT[n]), (-1, sig[n]), (-1, back),
+                m.add_le(f"v_d2h[{j}]", [(d2h(t), v) for t, v in vs.items()] + [(-1, MT[n]), (-1, sig[n]), (-1, rerun(j)),
                                                                                   (-1, beta[j])], (t_before[n] + b_after[j]) / t0)
         if s:
             if timed:
@@ -322,17 +324,17 @@ def build(problem, integral: bool = False, releases: bool = False) -> Aggregate 
                 m.add_le(f"d2h_back[{j}]", [(1, d_b[j])] + terms, rhs)
             if rel:
                 m.add_le(f"d2h_time_back[{j}]", [(1, dt_b[j]), (-1, MT[n]), (-1, sig[n]),
-                                                 (-1, rho_first if j == n - 1 else rho), (-1, beta[j])],
+                                                 (-1, rerun(j)), (-1, beta[j])],
                          (t_before[n] + b_after[j]) / t0)
             m.add_le(f"h2d_back[{j}]", [(1, h_b[j]), (-1, sig[n]), (1, sig[n - 1]),
-                                       (-1, rho_first if j == n - 1 else rho), (-1, beta[j])], b_after[j] / t0)
+                                       (-1, rerun(j)), (-1, beta[j])], b_after[j] / t0)
 
     for t in planning:      # a copy back follows the copy out, which starts when the producer ends
         if t.id in s:
             j, p = ms[t.id], t.producer
             late = (t_before[p + 1] - t_before[n] - b_after[j]) / t0 + d2h(t.id) + h2d(t.id)
             if late > 0:
-                m.add_ge(f"chain[{t.id}]", [(1, sig[n]), (-1, sig[p]), (1, rho_first if j == n - 1 else rho),
+                m.add_ge(f"chain[{t.id}]", [(1, sig[n]), (-1, sig[p]), (1, rerun(j)),
                                            (1, beta[j]), (-late, s[t.id])], 0)
 
     # rho_first: only ops re-run in the first backward stage (stage n-1) run before its step

@@ -10,15 +10,15 @@ import time
 from ...plan import Decision, Plan, SolveInfo, Status
 from ...timeline import simulate
 from .clock import import_cost
-from .planner import EXACT_PATH_AGGREGATE_NODES, SMALL_AGGREGATE_TENSORS, _decisions, _gap
+from .planner import _decisions, _gap
 
 
 def beyond_exact(self, problem, warm, src, wall, deadline):
     """Too large for the exact model: the best of the warm start and the aggregated MILP's
     decisions, then the incumbent search from it (``improve``), judged by the simulator, with the
     certified bound of the aggregated relaxation (its LP, then its MILP dual bound after
-    ``aggregate_nodes`` branch-and-bound nodes; up to ``SMALL_AGGREGATE_TENSORS`` planning
-    tensors at least ``EXACT_PATH_AGGREGATE_NODES``, with the release rows) and the proven gap.
+    ``aggregate_nodes`` branch-and-bound nodes, more with release rows for small models:
+    ``MilpPlanner._aggregate_work``) and the proven gap.
     INFEASIBLE only when the relaxation is infeasible (then no plan fits)."""
     from ...bounds import aggregate_bound, lower_bound
 
@@ -45,11 +45,9 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
         left = min(left, 0.5 * (deadline - time.perf_counter()))
     if left > 0.5 and self.aggregate_nodes > 0 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
         t_agg = time.perf_counter()
-        small = len(problem.planning_ids) <= SMALL_AGGREGATE_TENSORS
-        extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left,
-                                          node_limit=max(self.aggregate_nodes, EXACT_PATH_AGGREGATE_NODES)
-                                          if small else self.aggregate_nodes,
-                                          mip_rel_gap=max(self.mip_rel_gap, 1e-6), releases=small)
+        nodes, releases = self._aggregate_work(problem)
+        extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
+                                          mip_rel_gap=max(self.mip_rel_gap, 1e-6), releases=releases)
         if agg is not None:
             size = agg.model.size()
             proven = bool(agg.model.infeasible) or getattr(res, "status", None) == 2

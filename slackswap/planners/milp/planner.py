@@ -46,14 +46,13 @@ AGGREGATE_PROOF_GAP = 1e-6
 """Above ``_IMPROVE_EXACT_MIN`` planning tensors the exact model is not built when the aggregated
 MILP's bound is within this relative gap of the warm start (``_aggregate_proof``): the tolerance
 that MILP is solved to."""
-# nodes of the aggregated MILP in the exact path (at least; ``aggregate_nodes`` when larger): there
-# it is small and solved to optimality in about a second (`tiny` with 4 layers at 0.7: 1,000 nodes,
-# 38.43 us, against 38.37 us after 20; docs/milp.md section 5)
-EXACT_PATH_AGGREGATE_NODES = 2000
-# up to this many planning tensors the aggregated MILP gets its release rows (``releases``) and at
-# least EXACT_PATH_AGGREGATE_NODES nodes above ``max_exact_tensors`` too; they add columns per
-# swappable tensor and step that needs memory (`tiny` with 4 layers: 728 -> 2,101 columns)
+# up to SMALL_AGGREGATE_TENSORS planning tensors (either path) the aggregated MILP gets its release
+# rows (``releases``: columns per swappable tensor and step that needs memory, `tiny` with 4 layers
+# 728 -> 2,101) and at least SMALL_AGGREGATE_NODES nodes (``aggregate_nodes`` when larger): small,
+# it is solved to optimality in seconds (`tiny` with 3 layers at 0.8: 29.430 us, against 29.401 us
+# after 20 nodes; docs/milp.md section 5)
 SMALL_AGGREGATE_TENSORS = 80
+SMALL_AGGREGATE_NODES = 2000
 
 
 def _presolve(value):
@@ -87,7 +86,7 @@ class MilpPlanner:
     exact path does the same to its warm start above ``_IMPROVE_EXACT_MIN`` planning tensors.
     With ``cutoff`` (HiGHS) the exact MILP searches only below the warm start's time: nodes whose
     bound reaches it are pruned (docs/milp.md section 5). Above ``_IMPROVE_EXACT_MIN`` planning
-    tensors the exact path first solves the aggregated MILP (with its release rows), whose
+    tensors the exact path first solves the aggregated MILP (``_aggregate_work``), whose
     decisions replace the warm start when faster: when its bound is within
     ``AGGREGATE_PROOF_GAP`` of the warm start the exact model is not built (``_aggregate_proof``).
     ``aggregate_rows`` adds the aggregated relaxation's rows to the exact model, on its decisions:
@@ -317,11 +316,18 @@ class MilpPlanner:
         return (Plan(better.decisions, issue_points=better.issue_points, planner=self.name, params=self.params,
                      problem_key=problem.key), f"the incumbent search (from {src}: {note})")
 
+    def _aggregate_work(self, problem) -> tuple[int, bool]:
+        """Node limit and release rows of the aggregated MILP: ``aggregate_nodes`` and none,
+        except up to ``SMALL_AGGREGATE_TENSORS`` planning tensors, where it is small: at least
+        ``SMALL_AGGREGATE_NODES`` nodes and the release rows."""
+        if len(problem.planning_ids) <= SMALL_AGGREGATE_TENSORS:
+            return max(self.aggregate_nodes, SMALL_AGGREGATE_NODES), True
+        return self.aggregate_nodes, False
+
     def _aggregate_proof(self, problem, warm, src, wall, deadline):
-        """``(proof, warm, src)``. The aggregated MILP (docs/milp.md section 7) is solved with
-        ``aggregate_nodes`` nodes (at least ``EXACT_PATH_AGGREGATE_NODES``: in the exact path it
-        is small) and its per-copy release rows (``mip.aggregate.build``), at most
-        ``aggregate_time_s`` and, under a time limit, a quarter of the time left. Its decisions
+        """``(proof, warm, src)``. The aggregated MILP (docs/milp.md section 7) is solved with the
+        nodes and release rows of ``_aggregate_work``, at most ``aggregate_time_s`` and, under a
+        time limit, a quarter of the time left. Its decisions
         replace the warm start when they simulate faster. ``proof`` is that warm start, returned
         without building the exact model, when the MILP's dual bound (it holds for every plan) is
         within ``max(mip_rel_gap, AGGREGATE_PROOF_GAP)`` of its simulated time: OPTIMAL when
@@ -337,9 +343,9 @@ class MilpPlanner:
             left = min(left, 0.25 * (deadline - time.perf_counter()))
         if left <= 0.5:
             return None, warm, src
-        extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left,
-                                          node_limit=max(self.aggregate_nodes, EXACT_PATH_AGGREGATE_NODES),
-                                          mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP), releases=True)
+        nodes, releases = self._aggregate_work(problem)
+        extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
+                                          mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP), releases=releases)
         if agg is not None and (agg.model.infeasible or res is None or (res.x is None and extra <= 0)):
             return None, warm, src      # nothing proven (or no plan fits: the exact model says which)
         bound = float(problem.ideal_step_s) + extra
