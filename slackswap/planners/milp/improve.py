@@ -19,8 +19,9 @@ proven gap from 0.46% to 0.08%). So the planner, with the time and the simulatio
    aggregated MILP's decisions, or the warm start when those are faster), each with a share of
    the work that shrinks with its distance from the bound, and keeps the fastest end. A slower
    start can lead to a better local optimum: at bert-large 0.3 (2,000 simulations) the search
-   from the aggregated MILP's decisions ends at 230.87 ms, the one from slack's plan at
-   231.36 ms (benchmarks/README.md).
+   from the aggregated MILP's decisions ended at 230.87 ms, the one from slack's plan at
+   231.36 ms, before the relaxation's `chain` rows changed those decisions (now 231.38 ms:
+   benchmarks/README.md, "The `chain` rows moved the second start").
 
 The simulator judges every candidate, so the result is a plan that fits, with its simulated
 time; nothing here changes the bound.
