@@ -25,10 +25,12 @@ proven gap from 0.46% to 0.08%). So the planner, with the time and the simulatio
 4. with two starts or more, keeps ``RELINK_SHARE`` of the work for **relinking by layer**
    (``relink``): from each end, take another end's decisions for one transformer layer at a time
    (``blocks``), keeping each exchange that simulates faster, then search on from the fastest
-   result (when no exchange is kept, the fastest end's search goes on with that work). The blocks are identical, so a layer's decisions that work in one plan often work in
-   another at the same place; two ends far apart (147 of 370 decisions at bert-large 0.3) mix
-   into a plan that no two-tensor move reaches from either: 230.72 ms there at 2,000
-   simulations, against 231.38 ms without relinking.
+   result (when no exchange is kept, the fastest end's search goes on with that work). The
+   blocks are identical, so a layer's decisions that work in one plan often work in another at
+   the same place; two ends far apart (146 of 370 decisions at bert-large 0.3, each search
+   given 2,000 simulations: scripts/relink_experiment.py) mix into a plan that no two-tensor move reaches from
+   either: through the planner 230.72 ms there at 2,000 simulations, against 231.38 ms without
+   relinking.
 
 The simulator judges every candidate, so the result is a plan that fits, with its simulated
 time; nothing here changes the bound.
@@ -144,7 +146,7 @@ def relink(problem, decisions: dict, step_s: float, guide: dict, *, max_sims: in
     """Path relinking by blocks: from ``decisions`` (simulated at ``step_s``), take ``guide``'s
     decisions for one block (``blocks``: a layer's tensors) at a time, keeping each exchange that
     simulates faster, and scan the blocks again until a whole scan keeps none. Two local optima of
-    ``pair_search`` can be far apart (at bert-large 0.3, 147 of 370 decisions) with each
+    ``pair_search`` can be far apart (module doc item 4: 146 of 370 decisions) with each
     layer's decisions consistent in itself; a plan that takes some layers from one and the rest
     from the other is a move of dozens of tensors that no two-tensor move reaches. Stops after
     ``max_sims`` simulations or at ``until``. Returns ``(decisions, step_s, blocks taken,
@@ -223,29 +225,23 @@ def improve(problem, plan: Plan | None, step_s: float | None, *, allow_swap: boo
         found.append(relinked)
     elif len(found) > 1 and left > 0 and (until is None or time.perf_counter() < until):
         # nothing relinked: the fastest end's search goes on with the rest
-        i = min(range(len(found)), key=lambda k: found[k][0])
-        s, dec, label, moves, sims = found[i]
+        k = min(range(len(found)), key=lambda j: found[j][0])
+        s, dec, label, moves, sims = found[k]
         dec, s, more, extra = pair_search(problem, dec, s, allow_swap=allow_swap, allow_recompute=allow_recompute,
                                           max_sims=left, until=until)
-        found[i] = (s, dec, label, moves + more, sims + extra)
+        found[k] = (s, dec, label, moves + more, sims + extra)
     s, dec, label, moves = min(found, key=lambda f: f[0])[:4]
     searched = [f for f in found if f[2] != RELINKED]
     total = (f"{sum(f[4] for f in found) + used} simulations, {len(searched)} start{'s' if len(searched) > 1 else ''}")
     if s < bs * (1 - 1e-12):
         best, bs = Plan(dec), s
-        notes.append(f"{moves} two-tensor moves improved it ({total})" if label is None
-                     else f"relinking the searches' ends by layer did better: {relinked[5]} blocks taken, then "
-                          f"{moves} two-tensor moves ({total})" if label == RELINKED
-                     else f"the search from {label} did better: {moves} two-tensor moves ({total})")
-    else:
-        notes.append(f"no two-tensor move improved it ({total})")
-    return best, bs, "; ".join(notes)
-    s, dec, label, moves = min(found, key=lambda f: f[0])[:4]
-    total = f"{sum(f[4] for f in found)} simulations, {len(found)} start{'s' if len(found) > 1 else ''}"
-    if s < bs * (1 - 1e-12):
-        best, bs = Plan(dec), s
-        notes.append(f"{moves} two-tensor moves improved it ({total})" if label is None
-                     else f"the search from {label} did better: {moves} two-tensor moves ({total})")
+        if label is None:
+            notes.append(f"{moves} two-tensor moves improved it ({total})")
+        elif label == RELINKED:
+            notes.append(f"relinking the searches' ends by layer did better: {relinked[5]} blocks taken, "
+                         f"then {moves} two-tensor moves ({total})")
+        else:
+            notes.append(f"the search from {label} did better: {moves} two-tensor moves ({total})")
     else:
         notes.append(f"no two-tensor move improved it ({total})")
     return best, bs, "; ".join(notes)
