@@ -8,6 +8,7 @@
     python benchmarks/bench_milp.py gaps --time-limit 60   # the presets at budgets 0.2-0.9
     python benchmarks/bench_milp.py gaps bert-large --budgets 0.3 --time-limit none --improve-sims 2000
     python benchmarks/bench_milp.py relax tiny --layers 1 2 3 4 --budget 0.7 --aggregate-nodes 2000
+    python benchmarks/bench_milp.py small tiny --layers 3 4 --budgets 0.4 0.5 0.6 0.7
 
 ``full`` / ``layers``: the ``milp`` planner above ``max_exact_tensors`` (docs/milp.md section 7):
 wall time, incumbent, certified bound, proven gap and the aggregated model's size, once with the
@@ -21,6 +22,9 @@ by N simulations (a work limit: with ``--time-limit none`` the same plans on any
 ``relax``: the aggregated relaxation alone (section 7) on cut presets, without and with its
 per-copy release rows (``releases``, the exact path's): columns, binaries, LP bound, and the
 MILP's bound after ``--aggregate-nodes`` nodes (a work limit; ``--aggregate-time`` caps it).
+``small``: the ``milp`` planner with its defaults (no time limit) on cut models at ``--layers``
+x ``--budgets``: wall time, status, incumbent, certified bound, proven gap, and where each came
+from (its message).
 Prints markdown rows (the tables in benchmarks/README.md come from here).
 """
 
@@ -222,9 +226,33 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def small(a) -> None:
+    print("| model | layers | budget | planning tensors | plan() wall | status | incumbent | certified bound "
+          "| proven gap | how |")
+    print("|---" * 10 + "|")
+    for name in a.models or ["tiny"]:
+        for L in a.layers:
+            for b in a.budgets:
+                try:
+                    p = Problem.build(name, a.hardware, b, layers=L)
+                except BudgetError as e:
+                    print(f"| {name} | {L} | {b} | no problem: {e} | | | | | | |", flush=True)
+                    continue
+                t0 = time.perf_counter()
+                plan = planners.get("milp", threads=a.threads).plan(p)
+                wall = time.perf_counter() - t0
+                i = plan.info
+                r = simulate(p, plan, detail=False)
+                assert r.fits and abs(r.step_time_s - i.objective) <= 1e-9 * r.step_time_s
+                how = "; ".join(m for m in i.message.split("; ") if m.startswith(("incumbent", "bound", "proven")))
+                print(f"| {name} | {L} | {b} | {len(p.planning_ids)} | {wall:.1f} s | {i.status.value} | "
+                      f"{i.objective * 1e6:.3f} us | {i.lower_bound * 1e6:.3f} us | {100 * i.gap:.3f}% | {how} |",
+                      flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=["full", "layers", "backends", "exact", "sizes", "gaps", "relax"])
+    ap.add_argument("mode", choices=["full", "layers", "backends", "exact", "sizes", "gaps", "relax", "small"])
     ap.add_argument("models", nargs="*")
     ap.add_argument("--hardware", default="a100-80gb")
     ap.add_argument("--budget", type=float, default=0.5)
@@ -233,10 +261,10 @@ def main(argv=None):
     ap.add_argument("--time-limit", type=_limit, default=20.0,
                     help="exact and gaps modes: time_limit_s in seconds, or 'none' (no limit)")
     ap.add_argument("--budgets", type=float, nargs="+", default=[0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
-                    help="gaps mode: budgets (fractions of the keep-all peak)")
+                    help="gaps and small modes: budgets (fractions of the keep-all peak)")
     ap.add_argument("--improve-sims", type=_count, default=None,
                     help="gaps mode: the search's simulations in the 'improve on' column (default: until the time limit)")
-    ap.add_argument("--layers", type=int, nargs="*", default=[1, 2], help="exact, sizes and relax modes: layer counts")
+    ap.add_argument("--layers", type=int, nargs="*", default=[1, 2], help="exact, sizes, relax and small modes: layer counts")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--presolve", choices=["auto", "on", "off"], default="auto", help="exact mode: HiGHS presolve")
     ap.add_argument("--cutoff", choices=["on", "off"], default="on",
@@ -248,7 +276,7 @@ def main(argv=None):
     ap.add_argument("--solver", default="highs", help="exact mode: milp solver (highs, cbc, cvxpy, scip, cpsat)")
     a = ap.parse_args(argv)
     {"full": full, "layers": layers, "backends": backends, "exact": exact, "sizes": sizes, "gaps": gaps,
-     "relax": relax}[a.mode](a)
+     "relax": relax, "small": small}[a.mode](a)
 
 
 if __name__ == "__main__":

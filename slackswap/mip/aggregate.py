@@ -49,7 +49,8 @@ Rows:
   repeats; the time rows below only get looser, since every backward step starts later by
   them). Without hold points a tensor first needed at a stage ``>= j`` is resident from then to
   its last use (fetched, regenerated or kept). The backward step of op ``j`` starts by
-  ``S^b_j = T_n + sigma[n] + rho + sum_{i>j} bwd_i + beta[j]`` (``rho_first`` for ``j = n-1``);
+  ``S^b_j = T_n + sigma[n] + rho + sum_{i>j} bwd_i + beta[j]`` (``rho_first`` for ``j = n-1``;
+  with ``releases=True``, ``rho_by[j]`` for every ``j``, below);
 * ``d2h_back[j]`` / ``h2d_back[j]``: every swapped tensor with ``ms(t) >= j`` has been copied out
   (D2H capacity as above) and copied back (``sum h2d_t s[t]``, on the H2D engine, which starts
   no earlier than the end of the forward pass) by ``S^b_j``;
@@ -66,12 +67,24 @@ Rows:
   whole); ``d2h_time_back[j]``: ``sum d2h_t s[t]`` over ``ms(t) >= j`` ``<= S^b_j + MT[n]``. The
   ``W[k]`` rows let a fraction of a copy free that fraction of its bytes, latency prorated; these
   do not. The same at backward steps: ``v[t,j] <= s[t]``, swapped tensor ``t`` (``ms(t) < j``)
-  absent at the backward step of op ``j``: copied out in full (``v_time``, ``v_d2h`` as above,
-  by ``S^b_j``) and not yet copied back, so its copy back, ``h2d_t`` long, ends before
+  absent at the backward step of op ``j``: copied out in full by ``S^b_j`` (``o`` below) and
+  not yet copied back, so its copy back, ``h2d_t`` long, ends before
   ``S^b_{ms(t)}`` and starts after ``S^b_j``: the backward steps between (``G`` of nominal
   time) are stretched by ``h2d_t - G``, part of the extra time (``v_back[t,j]``: ``(h2d_t - G)
   v[t,j] <= extra``, ``extra`` the objective); ``Wb_rel[j]``: ``Wb[j] <= sum b_t v[t,j]``. A
-  copy back issued early holds its memory until the use;
+  copy back issued early holds its memory until the use. ``o[t,j]``: swapped tensor ``t`` copied
+  out in full by ``S^b_j``; a copy out once done stays done, so ``o[t,j] >= v[t,j]``, ``>= o`` at
+  every earlier backward step (``o_mono``) and ``>=`` every ``u[t,k]`` (``o_fwd``), ``<= s[t]``;
+  ``o_time[t,j]``: ``S^b_j >= E_p + d2h_t o[t,j]``; ``o_d2h[j]``: ``sum d2h_t o[t,j] + DTb[j]
+  <= S^b_j + MT[n]`` (``DTb[j]``: the D2H time of the swapped tensors with ``ms(t) >= j``, all
+  copied out by then). Without ``o`` a tensor released at one step and another at a later one
+  were each charged alone, as if the engine had copied only that one;
+* with ``releases=True``, ``rho_by[j]`` (the recompute before the backward step of op ``j``, in
+  ``S^b_j``) ``<= sum c_q rf[j,q]`` over the ops ``q`` that may be first re-run in a stage ``>= j``
+  (the ``rf_*`` rows below for the RECOMPUTE tensors with ``ms(t) >= j``, two rows per op
+  without ``z``): the simulator re-runs an op in stage ``i`` only to rebuild what stage ``i``
+  needs, and repeated re-runs are in ``beta``. Without it ``S^b_j`` counted every re-run of
+  the backward pass, which lets a copy out end "before" a step it really delays;
 * ``rf_*``: ``rho_first <= sum c_q rf[q]``, where ``rf[q] <= r[q]`` and ``rf[q] <= sum z`` over the
   reasons ``q`` may be re-run in stage ``n-1``: it produces a RECOMPUTE tensor that op ``n-1``
   saves (``z <= x[y]``) or a non-resident input of an op re-run in that stage (``z <= rf[p]``,
@@ -236,6 +249,7 @@ def build(problem, integral: bool = False, releases: bool = False) -> Aggregate 
     if rel:
         extra = m.var("extra")       # the objective: the plan's extra time (at least)
         m.add_eq("extra_def", [(1, extra), (-1, sig[n]), (-1, beta[0])] + [(-cost[p] / t0, r[p]) for p in range(n)], 0)
+        u_all: dict[int, list[int]] = {}     # swapped tensor -> its u columns (forward releases)
         CT = [m.var(f"CT[{k}]") for k in range(n + 1)]
         MT = [None] + [m.var(f"MT[{k}]", -math.inf) for k in range(1, n + 1)]
         m.add_eq("CT_def[0]", [(1, CT[0])], 0)
@@ -249,6 +263,8 @@ def build(problem, integral: bool = False, releases: bool = False) -> Aggregate 
                 continue
             out = [t for t in planning if t.id in s and e[t.id] <= k]
             u = {t.id: m.var(f"u[{t.id},{k}]", 0.0, 1.0, binary=integral) for t in out}
+            for t, v in u.items():
+                u_all.setdefault(t, []).append(v)
             m.add_ge(f"mem_rel[{k}]", [(1, rx_f[k])] + [(size[t], v) for t, v in u.items()], need_f[k] / b0)
             m.add_le(f"u_d2h[{k}]", [(d2h(t), v) for t, v in u.items()] + [(-1, MT[k]), (-1, sig[k])],
                      t_before[k] / t0)
@@ -259,8 +275,16 @@ def build(problem, integral: bool = False, releases: bool = False) -> Aggregate 
                     m.add_le(f"u_time[{t.id},{k}]", [(late, u[t.id]), (-1, sig[k]), (1, sig[t.producer])], 0)
         dt_b = running("DTb", ms, s, d2h, -1)          # D2H time of SWAP tensors needed at a stage >= j
 
+    stage_rho: dict[int, int] = {}
+
     def rerun(j):       # the recompute counted before the backward step of op j
-        return rho_first if j == n - 1 else rho
+        if j == n - 1:
+            return rho_first
+        if not releases:
+            return rho
+        if j not in stage_rho:     # with releases: only ops first re-run in stages >= j (rows below)
+            stage_rho[j] = m.var(f"rho_by[{j}]")
+        return stage_rho[j]
 
     def s_back(j):      # terms of -bw * S^b_j (scaled) and its constant
         return [(-1, M[n]), (-w, sig[n]), (-w, rerun(j)), (-w, beta[j])], \
@@ -291,6 +315,7 @@ def build(problem, integral: bool = False, releases: bool = False) -> Aggregate 
         for j in gap:
             dropped.setdefault(j, []).append(t)
 
+    v_at: dict[int, dict[int, int]] = {}      # swapped tensor -> {j: v[t,j]}
     for j in range(n):
         if need_b[j] > 0:
             wv = m.var(f"Wb[{j}]")
@@ -306,18 +331,12 @@ def build(problem, integral: bool = False, releases: bool = False) -> Aggregate 
                     if t.id in s and ms[t.id] < j:
                         v = vs[t.id] = m.var(f"v[{t.id},{j}]", 0.0, 1.0, binary=integral)
                         m.add_le(f"v_src[{t.id},{j}]", [(1, v), (-1, s[t.id])], 0)
-                        # copied out in full by S^b_j ...
-                        late = (t_before[t.producer + 1] - t_before[n] - b_after[j]) / t0 + d2h(t.id)
-                        if late > 0:
-                            m.add_le(f"v_time[{t.id},{j}]", [(late, v), (-1, sig[n]), (1, sig[t.producer]),
-                                                             (-1, rerun(j)), (-1, beta[j])], 0)
+                        v_at.setdefault(t.id, {})[j] = v     # copied out in full by S^b_j (o rows) ...
                         # ... and not copied back yet: its copy back ends h2d_t later, before S^b_{ms(t)}
                         k_t = h2d(t.id) - (b_after[ms[t.id]] - b_after[j]) / t0
                         if k_t > 0:
                             m.add_le(f"v_back[{t.id},{j}]", [(k_t, v), (-1, extra)], 0)
                 m.add_le(f"Wb_rel[{j}]", [(1, wv)] + [(-size[t], v) for t, v in vs.items()], 0)
-                m.add_le(f"v_d2h[{j}]", [(d2h(t), v) for t, v in vs.items()] + [(-1, MT[n]), (-1, sig[n]), (-1, rerun(j)),
-                                                                                  (-1, beta[j])], (t_before[n] + b_after[j]) / t0)
         if s:
             if timed:
                 terms, rhs = s_back(j)
@@ -329,6 +348,33 @@ def build(problem, integral: bool = False, releases: bool = False) -> Aggregate 
             m.add_le(f"h2d_back[{j}]", [(1, h_b[j]), (-1, sig[n]), (1, sig[n - 1]),
                                        (-1, rerun(j)), (-1, beta[j])], b_after[j] / t0)
 
+    if rel:
+        # o[t,j]: swapped tensor t copied out in full by S^b_j. A copy out, once done, stays done:
+        # absent at an earlier step (v) or released in the forward pass (u) implies o at every later one
+        outs: dict[int, list[tuple[int, int]]] = {}
+        for t, at in v_at.items():
+            prev = None
+            for j in sorted(at, reverse=True):       # backward steps in time order
+                o = m.var(f"o[{t},{j}]", 0.0, 1.0)
+                m.add_le(f"o_src[{t},{j}]", [(1, o), (-1, s[t])], 0)
+                m.add_ge(f"o_abs[{t},{j}]", [(1, o), (-1, at[j])], 0)
+                if prev is None:
+                    for i, uv in enumerate(u_all.get(t, ())):
+                        m.add_ge(f"o_fwd[{t},{j},{i}]", [(1, o), (-1, uv)], 0)
+                else:
+                    m.add_ge(f"o_mono[{t},{j}]", [(1, o), (-1, prev)], 0)
+                prev = o
+                outs.setdefault(j, []).append((t, o))
+                tt = g.tensors[t]
+                late = (t_before[tt.producer + 1] - t_before[n] - b_after[j]) / t0 + d2h(t)
+                if late > 0:
+                    m.add_le(f"o_time[{t},{j}]", [(late, o), (-1, sig[n]), (1, sig[tt.producer]),
+                                                  (-1, rerun(j)), (-1, beta[j])], 0)
+        for j, lst in outs.items():
+            m.add_le(f"o_d2h[{j}]", [(d2h(t), o) for t, o in lst] + [(1, dt_b[j]), (-1, MT[n]), (-1, sig[n]),
+                                                                     (-1, rerun(j)), (-1, beta[j])],
+                     (t_before[n] + b_after[j]) / t0)
+
     for t in planning:      # a copy back follows the copy out, which starts when the producer ends
         if t.id in s:
             j, p = ms[t.id], t.producer
@@ -337,33 +383,58 @@ def build(problem, integral: bool = False, releases: bool = False) -> Aggregate 
                 m.add_ge(f"chain[{t.id}]", [(1, sig[n]), (-1, sig[p]), (1, rerun(j)),
                                            (1, beta[j]), (-late, s[t.id])], 0)
 
+    def rerun_rows(rho_var, roots, key: str) -> None:
+        """``rho_var`` (the recompute before a backward step) is at most the cost of the ops that
+        may be re-run for the ``roots`` (the RECOMPUTE tensors needed at that step or before it):
+        their producers and, through RECOMPUTE and unsaved inputs, the ops that rebuild those
+        producers' inputs. ``key`` "": stage ``n-1``, one variable per reason (``z[q,i] <= rf[p]``,
+        ``<= x[y]``); else (``key`` = j, the rows ``rf[j,q]``) two rows without them, to keep the
+        model small: ``rf <=`` the roots plus ``rf[p]`` of every reason, and plus ``x[y]`` (for a
+        planning tensor) or ``rf[p]``."""
+        at = f"{key}," if key else ""
+        edges: dict[int, list[tuple[int | None, int]]] = {}
+        stack = [(g.tensors[t].producer, t, None) for t in roots]
+        seen: set[int] = set()
+        while stack:
+            q, y, p = stack.pop()
+            edges.setdefault(q, []).append((p, y))
+            if q in seen:
+                continue
+            seen.add(q)
+            for inp in dict.fromkeys(g.ops[q].inputs):
+                ti = g.tensors[inp]
+                if ti.producer is not None and (inp not in pset or inp in x):
+                    stack.append((ti.producer, inp, q))
+        rf = {q: m.var(f"rf[{at}{q}]", 0.0, 1.0) for q in sorted(seen)}
+        for q in sorted(seen):
+            m.add_le(f"rf_needs_r[{at}{q}]", [(1, rf[q]), (-1, r[q])], 0)
+            if key:
+                roots_q = [(-1, x[y]) for p, y in edges[q] if p is None]
+                a1 = [(-1, rf[p]) for p, y in edges[q] if p is not None]
+                a2 = [(-1, x[y]) if y in pset else (-1, rf[p]) for p, y in edges[q] if p is not None]
+                m.add_le(f"rf_why[{at}{q}]", [(1, rf[q])] + roots_q + a1, 0)
+                if any(y in pset for p, y in edges[q] if p is not None):
+                    m.add_le(f"rf_why2[{at}{q}]", [(1, rf[q])] + roots_q + a2, 0)
+                continue
+            why = []
+            for i, (p, y) in enumerate(edges[q]):
+                zv = m.var(f"z[{at}{q},{i}]", 0.0, 1.0)
+                if p is not None:
+                    m.add_le(f"z_rerun[{at}{q},{i}]", [(1, zv), (-1, rf[p])], 0)
+                if y in pset:
+                    m.add_le(f"z_rec[{at}{q},{i}]", [(1, zv), (-1, x[y])], 0)
+                why.append((-1, zv))
+            m.add_le(f"rf_why[{at}{q}]", [(1, rf[q])] + why, 0)
+        name = f"rho_by_def[{key}]" if key else "rho_first_def"
+        m.add_le(name, [(1, rho_var)] + [(-cost[q] / t0, rf[q]) for q in sorted(seen)], 0)
+
     # rho_first: only ops re-run in the first backward stage (stage n-1) run before its step
-    edges: dict[int, list[tuple[int | None, int]]] = {}
-    stack = [(g.tensors[t].producer, t, None) for t in dict.fromkeys(g.ops[n - 1].saves) if t in x]
-    seen: set[int] = set()
-    while stack:
-        q, y, p = stack.pop()
-        edges.setdefault(q, []).append((p, y))
-        if q in seen:
-            continue
-        seen.add(q)
-        for inp in dict.fromkeys(g.ops[q].inputs):
-            ti = g.tensors[inp]
-            if ti.producer is not None and (inp not in pset or inp in x):
-                stack.append((ti.producer, inp, q))
-    rf = {q: m.var(f"rf[{q}]", 0.0, 1.0) for q in sorted(seen)}
-    for q in sorted(seen):
-        m.add_le(f"rf_needs_r[{q}]", [(1, rf[q]), (-1, r[q])], 0)
-        why = []
-        for i, (p, y) in enumerate(edges[q]):
-            zv = m.var(f"z[{q},{i}]", 0.0, 1.0)
-            if p is not None:
-                m.add_le(f"z_rerun[{q},{i}]", [(1, zv), (-1, rf[p])], 0)
-            if y in pset:
-                m.add_le(f"z_rec[{q},{i}]", [(1, zv), (-1, x[y])], 0)
-            why.append((-1, zv))
-        m.add_le(f"rf_why[{q}]", [(1, rf[q])] + why, 0)
-    m.add_le("rho_first_def", [(1, rho_first)] + [(-cost[q] / t0, rf[q]) for q in sorted(seen)], 0)
+    rerun_rows(rho_first, [t for t in dict.fromkeys(g.ops[n - 1].saves) if t in x], "")
+    # with releases, the same before the backward step of every op j: the simulator re-runs an op
+    # in stage i only to rebuild what stage i needs, so only ops first re-run for RECOMPUTE tensors
+    # with ms(t) >= j run before it (repeated re-runs are in beta)
+    for j in sorted(stage_rho):
+        rerun_rows(stage_rho[j], [t for t in x if ms[t] >= j], str(j))
 
     m.minimize([(1, sig[n]), (1, beta[0])] + [(cost[p] / t0, r[p]) for p in range(n)])
     return Aggregate(m, t0, x, s)

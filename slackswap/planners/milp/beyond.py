@@ -34,14 +34,16 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
     if warm is not None:
         best, obj, inc = warm, simulate(problem, warm, detail=False).step_time_s, f"incumbent: {src}'s plan"
     size, proven = {}, False
-    left = self.aggregate_time_s if deadline is None else min(self.aggregate_time_s, deadline - time.perf_counter())
+    cap = self._aggregate_time(problem)
+    left = cap if deadline is None else min(cap, deadline - time.perf_counter())
     if deadline is not None and import_cost():   # the import is not part of the solver's limit
         if left < import_cost() + 0.5:
             left = 0.0
         else:
             import scipy.optimize  # noqa: F401
-            left = min(self.aggregate_time_s, deadline - time.perf_counter())
-    if deadline is not None and self.improve_sims:   # leave the incumbent search half the time
+            left = min(cap, deadline - time.perf_counter())
+    sims = self._improve_work(problem)
+    if deadline is not None and sims:   # leave the incumbent search half the time
         left = min(left, 0.5 * (deadline - time.perf_counter()))
     if left > 0.5 and self.aggregate_nodes > 0 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
         t_agg = time.perf_counter()
@@ -68,12 +70,12 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
                         if best is not None:
                             others.append((f"{src}'s plan", best, obj))
                         best, obj, inc = cand, rc.step_time_s, "incumbent: the aggregated MILP's decisions"
-    if self.improve_sims and (obj is None or _gap(obj, bound) > self.mip_rel_gap) \
+    if sims and (obj is None or _gap(obj, bound) > self.mip_rel_gap) \
             and (deadline is None or time.perf_counter() < deadline):
         from .improve import improve
 
         better, s, note = improve(problem, best, obj, allow_swap=self.allow_swap,
-                                  allow_recompute=self.allow_recompute, max_sims=self.improve_sims,
+                                  allow_recompute=self.allow_recompute, max_sims=sims,
                                   until=deadline, variants_too=self.warm_start, others=others,
                                   bound=bound)
         if better is not None and (obj is None or s < obj):

@@ -53,6 +53,17 @@ that MILP is solved to."""
 # after 20 nodes; docs/milp.md section 5)
 SMALL_AGGREGATE_TENSORS = 80
 SMALL_AGGREGATE_NODES = 2000
+# simulations of the incumbent search (``improve_sims=None``): up to SMALL_AGGREGATE_TENSORS planning
+# tensors a simulation takes milliseconds, and the search from the aggregated MILP's decisions
+# needs more than IMPROVE_SIMS to reach its end (`tiny` 4 layers at 0.5: 40.539 us after 500,
+# 40.468 us, the aggregated MILP's bound, after 5,000: docs/milp.md section 5)
+IMPROVE_SIMS = 500
+SMALL_IMPROVE_SIMS = 5000
+# the aggregated MILP's safety cap in seconds (``aggregate_time_s=None``): its SMALL_AGGREGATE_NODES
+# nodes, the work limit, take up to about two minutes at `tiny` 4 layers on the 2-core machine
+# (1,264 nodes at 0.5: 50-100 s); a cap that stops them makes the bound depend on machine speed
+AGGREGATE_TIME_S = 60.0
+SMALL_AGGREGATE_TIME_S = 300.0
 
 
 def _presolve(value):
@@ -65,7 +76,7 @@ def _presolve(value):
 class MilpPlanner:
     """``milp(solver="highs", time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
     warm_start=True, write_lp=None, allow_swap=True, allow_recompute=True, max_tree_nodes=4000,
-    max_exact_tensors=40, aggregate_nodes=20, aggregate_time_s=60, presolve="auto", improve_sims=500,
+    max_exact_tensors=40, aggregate_nodes=20, aggregate_time_s=None, presolve="auto", improve_sims=None,
     cutoff=True, aggregate_rows=True, hold_points=False)``.
 
     The warm start (and fallback incumbent) is the fastest fitting plan of keep-all, recompute-all
@@ -77,18 +88,20 @@ class MilpPlanner:
     (it grows exponentially along residual streams, docs/milp.md section 7): the planner then solves
     the aggregated relaxation (``slackswap.mip.aggregate``; its LP, then its MILP for
     ``aggregate_nodes`` branch-and-bound nodes, a work limit, with ``aggregate_time_s`` seconds as
-    a safety cap), returns the better of the warm start and the aggregated MILP's decisions as
+    a safety cap; None: ``AGGREGATE_TIME_S``, ``SMALL_AGGREGATE_TIME_S`` up to
+    ``SMALL_AGGREGATE_TENSORS`` planning tensors), returns the better of the warm start and the aggregated MILP's decisions as
     judged by the simulator, with the certified lower bound and the proven gap between them:
     status OPTIMAL when that gap is at most ``mip_rel_gap``, else FEASIBLE; the message says which
     bound and which incumbent. Before that, while the gap is open, it looks for a better incumbent
     (``improve``): slack's switch variants (with ``warm_start``), then at most ``improve_sims``
-    simulations of a local search over two-tensor moves (0: off), within the time limit. The
-    exact path does the same to its warm start above ``_IMPROVE_EXACT_MIN`` planning tensors.
+    simulations of a local search over two-tensor moves (0: off; None: ``IMPROVE_SIMS``, and
+    ``SMALL_IMPROVE_SIMS`` up to ``SMALL_AGGREGATE_TENSORS`` planning tensors), within the time limit.
     With ``cutoff`` (HiGHS) the exact MILP searches only below the warm start's time: nodes whose
     bound reaches it are pruned (docs/milp.md section 5). Above ``_IMPROVE_EXACT_MIN`` planning
     tensors the exact path first solves the aggregated MILP (``_aggregate_work``), whose
-    decisions replace the warm start when faster: when its bound is within
-    ``AGGREGATE_PROOF_GAP`` of the warm start the exact model is not built (``_aggregate_proof``).
+    decisions replace the warm start when faster, then, while its bound leaves a gap, improves the
+    warm start as above (from both, relinked); when the bound is within ``AGGREGATE_PROOF_GAP``
+    of the warm start the exact model is not built (``_aggregate_proof``).
     ``aggregate_rows`` adds the aggregated relaxation's rows to the exact model, on its decisions:
     they cut off no plan and strengthen its LP relaxation (docs/milp.md section 3); not with
     ``solver="cpsat"`` (its time grid). ``hold_points`` searches multi-level plans too (an op
@@ -112,9 +125,9 @@ class MilpPlanner:
         max_tree_nodes: PosInt = 4000
         max_exact_tensors: NonNegInt = 40
         aggregate_nodes: NonNegInt = 20
-        aggregate_time_s: NonNegFloat = 60.0
+        aggregate_time_s: NonNegFloat | None = None
         presolve: Annotated[Literal[True, False, "auto"], BeforeValidator(_presolve)] = "auto"
-        improve_sims: NonNegInt = 500
+        improve_sims: NonNegInt | None = None
         cutoff: bool = True
         aggregate_rows: bool = True
         hold_points: bool = False
@@ -122,8 +135,8 @@ class MilpPlanner:
     def __init__(self, solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-9,
                  threads: int | None = None, seed: int = 0, warm_start: bool = True, write_lp=None,
                  allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
-                 max_exact_tensors: int = 40, aggregate_nodes: int = 20, aggregate_time_s: float = 60.0,
-                 presolve="auto", improve_sims: int = 500, cutoff: bool = True, aggregate_rows: bool = True,
+                 max_exact_tensors: int = 40, aggregate_nodes: int = 20, aggregate_time_s: float | None = None,
+                 presolve="auto", improve_sims: int | None = None, cutoff: bool = True, aggregate_rows: bool = True,
                  hold_points: bool = False):
         args = {k: v for k, v in locals().items() if k in self.Params.model_fields}
         self._set(check_params("milp", self.Params, **args))
@@ -186,10 +199,8 @@ class MilpPlanner:
             from .beyond import beyond_exact
 
             return beyond_exact(self, problem, warm, src, wall, deadline)
-        if warm is not None and self.improve_sims and len(problem.planning_ids) > _IMPROVE_EXACT_MIN:
-            warm, src = self._improved_warm(problem, warm, src, clock.at(WARM_SHARE))
-        if warm is not None and self.aggregate_nodes and len(problem.planning_ids) > _IMPROVE_EXACT_MIN:
-            proof, warm, src = self._aggregate_proof(problem, warm, src, wall, deadline)
+        if warm is not None and len(problem.planning_ids) > _IMPROVE_EXACT_MIN:
+            proof, warm, src = self._aggregate_proof(problem, warm, src, wall, deadline, clock.at(WARM_SHARE))
             if proof is not None:
                 return proof
         try:
@@ -303,18 +314,34 @@ class MilpPlanner:
             return ""
         return f"; {'optimum and bound' if order else 'proof'} among plans with " + ", ".join(kinds)
 
-    def _improved_warm(self, problem, warm, src, until):
+    def _improved_warm(self, problem, warm, src, until, others=(), bound=None):
         """The warm start after the incumbent search (``improve``, within ``improve_sims`` and
-        ``until``), and its source."""
+        ``until``; ``others`` and ``bound`` as there: further starts, whose ends are relinked by
+        layer), and its source."""
         from .improve import improve
 
         s0 = simulate(problem, warm, detail=False).step_time_s
-        better, s, note = improve(problem, warm, s0, allow_swap=self.allow_swap,
-                                  allow_recompute=self.allow_recompute, max_sims=self.improve_sims, until=until)
+        better, s, note = improve(problem, warm, s0, allow_swap=self.allow_swap, allow_recompute=self.allow_recompute,
+                                  max_sims=self._improve_work(problem), until=until, others=others,
+                                  bound=bound)
         if better is None or not s < s0:
             return warm, src
         return (Plan(better.decisions, issue_points=better.issue_points, planner=self.name, params=self.params,
                      problem_key=problem.key), f"the incumbent search (from {src}: {note})")
+
+    def _improve_work(self, problem) -> int:
+        """Simulations of the incumbent search: ``improve_sims``, or when None ``IMPROVE_SIMS``,
+        ``SMALL_IMPROVE_SIMS`` up to ``SMALL_AGGREGATE_TENSORS`` planning tensors."""
+        if self.improve_sims is not None:
+            return self.improve_sims
+        return SMALL_IMPROVE_SIMS if len(problem.planning_ids) <= SMALL_AGGREGATE_TENSORS else IMPROVE_SIMS
+
+    def _aggregate_time(self, problem) -> float:
+        """The aggregated MILP's safety cap: ``aggregate_time_s``, or when None ``AGGREGATE_TIME_S``,
+        ``SMALL_AGGREGATE_TIME_S`` up to ``SMALL_AGGREGATE_TENSORS`` planning tensors."""
+        if self.aggregate_time_s is not None:
+            return self.aggregate_time_s
+        return SMALL_AGGREGATE_TIME_S if len(problem.planning_ids) <= SMALL_AGGREGATE_TENSORS else AGGREGATE_TIME_S
 
     def _aggregate_work(self, problem) -> tuple[int, bool]:
         """Node limit and release rows of the aggregated MILP: ``aggregate_nodes`` and none,
@@ -324,39 +351,52 @@ class MilpPlanner:
             return max(self.aggregate_nodes, SMALL_AGGREGATE_NODES), True
         return self.aggregate_nodes, False
 
-    def _aggregate_proof(self, problem, warm, src, wall, deadline):
+    def _aggregate_proof(self, problem, warm, src, wall, deadline, until):
         """``(proof, warm, src)``. The aggregated MILP (docs/milp.md section 7) is solved with the
-        nodes and release rows of ``_aggregate_work``, at most ``aggregate_time_s`` and, under a
-        time limit, a quarter of the time left. Its decisions
-        replace the warm start when they simulate faster. ``proof`` is that warm start, returned
-        without building the exact model, when the MILP's dual bound (it holds for every plan) is
-        within ``max(mip_rel_gap, AGGREGATE_PROOF_GAP)`` of its simulated time: OPTIMAL when
-        within ``mip_rel_gap``, else FEASIBLE with that proven gap. Else None, and the bound is
-        kept as a floor of the certified bound (``_certified``)."""
+        nodes and release rows of ``_aggregate_work``, at most ``_aggregate_time`` and, under a
+        time limit, a quarter of the time left (not with ``aggregate_nodes=0``). While its bound
+        leaves a gap, the incumbent search (``_improved_warm``, until ``until``) starts from the
+        warm start and from the MILP's decisions and relinks their ends by layer, as beyond the
+        exact model; without the search the decisions replace the warm start when they simulate
+        faster. ``proof`` is the resulting warm start, returned without building the exact model,
+        when the MILP's dual bound (it holds for every plan) is within ``max(mip_rel_gap,
+        AGGREGATE_PROOF_GAP)`` of its simulated time: OPTIMAL when within ``mip_rel_gap``, else
+        FEASIBLE with that proven gap. Else None, and the bound is kept as a floor of the
+        certified bound (``_certified``)."""
         from ...bounds import aggregate_bound
         from .beyond import _aggregate_plan
 
-        if not self._cap_in_time(problem):
-            return None, warm, src
-        left = self.aggregate_time_s
+        left = self._aggregate_time(problem)
         if deadline is not None:
             left = min(left, 0.25 * (deadline - time.perf_counter()))
-        if left <= 0.5:
+        if not self.aggregate_nodes or not self._cap_in_time(problem) or left <= 0.5:
+            if self._improve_work(problem):
+                warm, src = self._improved_warm(problem, warm, src, until)
             return None, warm, src
         nodes, releases = self._aggregate_work(problem)
         extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
                                           mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP), releases=releases)
         if agg is not None and (agg.model.infeasible or res is None or (res.x is None and extra <= 0)):
-            return None, warm, src      # nothing proven (or no plan fits: the exact model says which)
+            if self._improve_work(problem):       # nothing proven (or no plan fits: the exact model says which)
+                warm, src = self._improved_warm(problem, warm, src, until)
+            return None, warm, src
         bound = float(problem.ideal_step_s) + extra
         self._bound_memo["agg"] = bound
         obj = simulate(problem, warm, detail=False).step_time_s
         cand = _aggregate_plan(self, problem, agg, res) if agg is not None else None
+        others = []      # the search's second start: the slower of the two
         if cand is not None:
             rc = simulate(problem, cand, detail=False)
             if rc.feasible and rc.fits and rc.step_time_s < obj:
+                others = [(f"{src}'s plan", warm, obj)]
                 warm, src, obj = cand, "the aggregated MILP", rc.step_time_s
+            elif rc.feasible and rc.fits:
+                others = [("the aggregated MILP's decisions", cand, rc.step_time_s)]
         gap = _gap(obj, bound)
+        if self._improve_work(problem) and gap is not None and gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
+            warm, src = self._improved_warm(problem, warm, src, until, others, bound)
+            obj = simulate(problem, warm, detail=False).step_time_s
+            gap = _gap(obj, bound)
         if gap is None or gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
             return None, warm, src
         status = Status.OPTIMAL if gap <= self.mip_rel_gap else Status.FEASIBLE
