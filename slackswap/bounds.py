@@ -119,13 +119,14 @@ def capacity_bound(problem) -> float:
 
 
 def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None = None,
-                    mip_rel_gap: float = 1e-6, node_limit: int | None = None, releases: bool = False):
+                    mip_rel_gap: float = 1e-6, node_limit: int | None = None, releases: bool = False,
+                    tight: bool = False):
     """Least extra time (seconds over the ideal step) of the aggregated relaxation
     (``slackswap/mip/aggregate.py``), solved by HiGHS (``scipy.optimize.milp``): its LP
     optimum, or with ``integral`` the dual bound of the MILP reached after ``node_limit``
     branch-and-bound nodes (a work limit: the same result on any machine) or ``time_limit_s``
     seconds, whichever comes first; ``releases`` adds the per-copy release rows (``build``), for
-    a few dozen planning tensors. Returns ``(seconds, Aggregate or None, scipy result or
+    a few dozen planning tensors, and ``tight`` with them the ``rho_by`` and ``o`` rows. Returns ``(seconds, Aggregate or None, scipy result or
     None)``; 0.0 when nothing is proven (result None with a constant row that fails,
     ``Aggregate.model.infeasible``: no plan fits). Shaved by the solver's feasibility tolerance
     (1e-7 of the forward time)."""
@@ -134,7 +135,7 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
 
     from .mip.aggregate import build
 
-    agg = build(problem, integral=integral, releases=releases)
+    agg = build(problem, integral=integral, releases=releases, tight=tight)
     if agg is None:
         return 0.0, None, None
     mdl = agg.model

@@ -51,10 +51,10 @@ def test_capacity_bound_never_exceeds_the_brute_force_optimum(p):
         assert lower_bound(p)[0] <= r.step_time_s * (1 + 1e-9)
         # the aggregated MILP (integral decisions): its dual bound is a bound too, with and
         # without the per-copy release rows
-        for rel in (False, True):
-            agg = aggregate_bound(p, integral=True, time_limit_s=10, releases=rel)[0]
-            assert p.ideal_step_s + agg <= r.step_time_s * (1 + 1e-9), rel
-        assert p.ideal_step_s + aggregate_bound(p, releases=True)[0] <= r.step_time_s * (1 + 1e-9)
+        for rel, tight in ((False, False), (True, False), (True, True)):
+            agg = aggregate_bound(p, integral=True, time_limit_s=10, releases=rel, tight=tight)[0]
+            assert p.ideal_step_s + agg <= r.step_time_s * (1 + 1e-9), (rel, tight)
+        assert p.ideal_step_s + aggregate_bound(p, releases=True, tight=True)[0] <= r.step_time_s * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
@@ -67,8 +67,9 @@ def test_bound_never_exceeds_the_exact_optimum_on_the_milp_table(case):
     step = simulate(p, best, detail=False).step_time_s
     assert capacity_bound(p) <= step * (1 + 1e-9)
     assert lower_bound(p)[0] <= step * (1 + 1e-9)
-    for rel in (False, True):
-        assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10, releases=rel)[0] <= step * (1 + 1e-9)
+    for rel, tight in ((False, False), (True, False), (True, True)):
+        assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10, releases=rel,
+                                                tight=tight)[0] <= step * (1 + 1e-9)
 
 
 def test_capacity_bound_is_tight_on_a_hand_example():
@@ -146,8 +147,9 @@ def test_bounds_hold_for_plans_with_any_d2h_order_and_hold_points(p, data):
         return
     step = r.step_time_s * (1 + 1e-9)
     assert capacity_bound(p) <= step
-    for rel in (False, True):
-        assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10, releases=rel)[0] <= step, rel
+    for rel, tight in ((False, False), (True, False), (True, True)):
+        assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10, releases=rel,
+                                                tight=tight)[0] <= step, (rel, tight)
     lb, how = lower_bound(p)
     assert lb <= step, how
 
@@ -270,7 +272,7 @@ def test_the_release_rows_hold_at_each_plan_of_a_latency_bound_model(layers, tri
     from slackswap.mip.aggregate import build
 
     p = Problem.build("tiny", "a100-80gb", 0.5, layers=layers)
-    agg = build(p, integral=True, releases=True)
+    agg = build(p, integral=True, releases=True, tight=True)
     assert any(n.startswith("o_d2h[") for n in agg.model.row_names)
     assert any(n.startswith("rho_by_def[") for n in agg.model.row_names)
     rng, g = random.Random(7), p.graph

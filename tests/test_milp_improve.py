@@ -86,11 +86,11 @@ def test_pair_search_tries_each_eviction_alone_first():
 def test_the_search_also_starts_from_the_other_candidates():
     """At `tiny` with 3 layers at 0.4 the aggregated MILP's decisions (solved as the planner does
     for a model this small: SMALL_AGGREGATE_NODES nodes, release rows) are slower than
-    slack's plan (34.96 us against 32.86 us), but the search from them reaches a faster plan
-    (32.23 us, the aggregated MILP's bound, against 32.58 us from slack's). The planner searches
-    from both and keeps the best (docs/milp.md section 7, item 4). (Before the relaxation's
-    ``o`` and ``rho_by`` rows the numbers were 33.15, 32.40 and 32.58 us, and relinking the two
-    ends reached 32.23 us.)"""
+    slack's plan (33.15 us against 32.86 us), but the search from them reaches a faster plan
+    (32.40 us against 32.58 us from slack's). The search from both relinks their ends
+    (``relink``: 32.23 us) and keeps the best (docs/milp.md section 7, item 4). The planner also
+    starts from the decisions of the MILP with the tight rows (its second pass, which proves
+    32.23 us optimal): three starts."""
     from slackswap.bounds import aggregate_bound
     from slackswap.planners.milp.improve import improve
     from slackswap.planners.milp.planner import SMALL_AGGREGATE_NODES, _decisions
@@ -113,10 +113,10 @@ def test_the_search_also_starts_from_the_other_candidates():
     assert r.fits and r.step_time_s == s_both
     # through the planner: beyond the exact model, both candidates are searched
     plan = planners.get("milp", max_exact_tensors=0, improve_sims=2000).plan(tiny)
-    assert plan.info.objective == pytest.approx(s_both, rel=1e-12) and "2 starts" in plan.info.message
-    # on the exact path the warm start is searched from the same two starts (before, from slack's
-    # plan alone: 32.58 us), which reaches the aggregated MILP's bound: proven, the exact model
-    # not built
+    assert plan.info.objective == pytest.approx(s_both, rel=1e-12) and "3 starts" in plan.info.message
+    # on the exact path the warm start is searched from the same three starts (before, from
+    # slack's plan alone: 32.58 us), which reaches the tight aggregated MILP's bound: proven, the
+    # exact model not built
     from slackswap.planners.milp.clock import Clock
     from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP
 
@@ -124,7 +124,7 @@ def test_the_search_also_starts_from_the_other_candidates():
     mp._bound_memo = {"clock": Clock(None)}
     proof, warm, src = mp._aggregate_proof(tiny, start, "slack", lambda: 0.0, None, None)
     assert proof is not None and proof.info.gap <= AGGREGATE_PROOF_GAP
-    assert dict(proof.decisions) == dict(plan.decisions) and "2 starts" in proof.info.message
+    assert dict(proof.decisions) == dict(plan.decisions) and "3 starts" in proof.info.message
     assert proof.info.objective == pytest.approx(s_both, rel=1e-12)
 
 

@@ -60,16 +60,29 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
                 bound, how = problem.ideal_step_s + extra, f"dual bound of the {work}"
             else:
                 msg.append(work)
-            cand = _aggregate_plan(self, problem, agg, res)
-            if cand is not None:
+            def consider(label, cand):
+                nonlocal best, obj, inc
+                if cand is None:
+                    return
                 rc = simulate(problem, cand, detail=False)
                 if rc.feasible and rc.fits:
                     # a start of its own even when a variant of slack's switches beats it
-                    others.append(("the aggregated MILP's decisions", cand, rc.step_time_s))
+                    others.append((label, cand, rc.step_time_s))
                     if obj is None or rc.step_time_s < obj:
-                        if best is not None:
-                            others.append((f"{src}'s plan", best, obj))
-                        best, obj, inc = cand, rc.step_time_s, "incumbent: the aggregated MILP's decisions"
+                        if best is not None and all(p is not best for _, p, _ in others):
+                            others.append((inc.removeprefix("incumbent: "), best, obj))
+                        best, obj, inc = cand, rc.step_time_s, f"incumbent: {label}"
+
+            consider("the aggregated MILP's decisions", _aggregate_plan(self, problem, agg, res))
+            if releases and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
+                # the tight rows, in a second pass (MilpPlanner._tight_aggregate)
+                rest = cap if deadline is None else min(cap, deadline - time.perf_counter())
+                if deadline is not None and sims:
+                    rest = min(rest, 0.5 * (deadline - time.perf_counter()))
+                tight, cand2, _ = self._tight_aggregate(problem, nodes, rest)
+                if tight is not None and tight > bound:
+                    bound, how = tight, "dual bound of the aggregated MILP with its tight rows"
+                consider("the tight aggregated MILP's decisions", cand2)
     if sims and (obj is None or _gap(obj, bound) > self.mip_rel_gap) \
             and (deadline is None or time.perf_counter() < deadline):
         from .improve import improve
