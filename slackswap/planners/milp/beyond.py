@@ -18,7 +18,8 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
     decisions, then the incumbent search from it (``improve``), judged by the simulator, with the
     certified bound of the aggregated relaxation (its LP, then its MILP dual bound after
     ``aggregate_nodes`` branch-and-bound nodes, more with release rows for small models:
-    ``MilpPlanner._aggregate_work``) and the proven gap.
+    ``MilpPlanner._aggregate_work``; for those, while a gap is open, a second pass with the tight
+    rows: ``MilpPlanner._tight_aggregate``) and the proven gap.
     INFEASIBLE only when the relaxation is infeasible (then no plan fits)."""
     from ...bounds import aggregate_bound, lower_bound
 

@@ -99,8 +99,10 @@ class MilpPlanner:
     With ``cutoff`` (HiGHS) the exact MILP searches only below the warm start's time: nodes whose
     bound reaches it are pruned (docs/milp.md section 5). Above ``_IMPROVE_EXACT_MIN`` planning
     tensors the exact path first solves the aggregated MILP (``_aggregate_work``), whose
-    decisions replace the warm start when faster, then, while its bound leaves a gap, improves the
-    warm start as above (from both, relinked); when the bound is within ``AGGREGATE_PROOF_GAP``
+    decisions replace the warm start when faster, then, while its bound leaves a gap, solves it
+    again with its tight rows up to ``SMALL_AGGREGATE_TENSORS`` planning tensors (as beyond the
+    exact model: ``_tight_aggregate``) and improves the warm start as above (from the warm start
+    and the MILPs' decisions, relinked); when the bound is within ``AGGREGATE_PROOF_GAP``
     of the warm start the exact model is not built (``_aggregate_proof``).
     ``aggregate_rows`` adds the aggregated relaxation's rows to the exact model, on its decisions:
     they cut off no plan and strengthen its LP relaxation (docs/milp.md section 3); not with
@@ -355,10 +357,11 @@ class MilpPlanner:
         """``(proof, warm, src)``. The aggregated MILP (docs/milp.md section 7) is solved with the
         nodes and release rows of ``_aggregate_work``, at most ``_aggregate_time`` and, under a
         time limit, a quarter of the time left (not with ``aggregate_nodes=0``). While its bound
-        leaves a gap, the incumbent search (``_improved_warm``, until ``until``) starts from the
-        warm start and from the MILP's decisions and relinks their ends by layer, as beyond the
-        exact model; without the search the decisions replace the warm start when they simulate
-        faster. ``proof`` is the resulting warm start, returned without building the exact model,
+        leaves a gap, with the release rows, a second pass with the tight rows
+        (``_tight_aggregate``: the larger bound is kept), then the incumbent search
+        (``_improved_warm``, until ``until``) starts from the warm start and from the MILPs'
+        decisions and relinks their ends by layer, as beyond the exact model; without the search
+        the decisions replace the warm start when they simulate faster. ``proof`` is the resulting warm start, returned without building the exact model,
         when the MILP's dual bound (it holds for every plan) is within ``max(mip_rel_gap,
         AGGREGATE_PROOF_GAP)`` of its simulated time: OPTIMAL when within ``mip_rel_gap``, else
         FEASIBLE with that proven gap. Else None, and the bound is kept as a floor of the
