@@ -20,7 +20,8 @@ time limit alone (issue 14's target: proven gap <= 0.1% within 60 s), or with ``
 by N simulations (a work limit: with ``--time-limit none`` the same plans on any machine).
 ``exact``: the exact formulation (section 1-6) on small models: build time, size, status.
 ``relax``: the aggregated relaxation alone (section 7) on cut presets, without and with its
-per-copy release rows (``releases``, the exact path's): columns, binaries, LP bound, and the
+per-copy release rows (``releases``), and with those and its tight rows (``tight``, the
+small models' second pass): columns, binaries, LP bound, and the
 MILP's bound after ``--aggregate-nodes`` nodes (a work limit; ``--aggregate-time`` caps it).
 ``small``: the ``milp`` planner with its defaults (no time limit) on cut models at ``--layers``
 x ``--budgets``: wall time, status, incumbent, certified bound, proven gap, and where each came
@@ -162,7 +163,7 @@ def exact(a) -> None:
 def relax(a) -> None:
     from slackswap.bounds import aggregate_bound
 
-    print("| model | layers | budget | release rows | columns | binaries | LP bound | MILP bound | nodes | wall |")
+    print("| model | layers | budget | rows | columns | binaries | LP bound | MILP bound | nodes | wall |")
     print("|---" * 10 + "|")
     for name in a.models or ["tiny"]:
         for L in a.layers:
@@ -171,16 +172,17 @@ def relax(a) -> None:
             except SlackSwapError as e:
                 raise SystemExit(f"bench_milp.py relax: {e}") from None
             unit, u = (1e6, "us") if p.ideal_step_s < 1e-3 else (1e3, "ms")
-            for rel in (False, True):
+            for rel, tight in ((False, False), (True, False), (True, True)):
                 t0 = time.perf_counter()
-                lp = p.ideal_step_s + aggregate_bound(p, releases=rel)[0]
+                lp = p.ideal_step_s + aggregate_bound(p, releases=rel, tight=tight)[0]
                 extra, agg, res = aggregate_bound(p, integral=True, node_limit=a.aggregate_nodes,
-                                                  time_limit_s=a.aggregate_time, releases=rel)
+                                                  time_limit_s=a.aggregate_time, releases=rel, tight=tight)
                 wall = time.perf_counter() - t0
                 cols = len(agg.model.names) if agg is not None else 0
                 bins = sum(agg.model.integer) if agg is not None else 0
                 nodes = getattr(res, "mip_node_count", "-") if res is not None else "-"
-                print(f"| {name} | {L} | {a.budget} | {'on' if rel else 'off'} | {cols:,} | {bins:,} | "
+                rows = "release + tight" if tight else "release" if rel else "off"
+                print(f"| {name} | {L} | {a.budget} | {rows} | {cols:,} | {bins:,} | "
                       f"{lp * unit:.4f} {u} | {(p.ideal_step_s + extra) * unit:.4f} {u} | {nodes} | {wall:.1f} s |",
                       flush=True)
 
@@ -238,6 +240,8 @@ def small(a) -> None:
                 except BudgetError as e:
                     print(f"| {name} | {L} | {b} | no problem: {e} | | | | | | |", flush=True)
                     continue
+                except SlackSwapError as e:
+                    raise SystemExit(f"bench_milp.py small: {e}") from None
                 t0 = time.perf_counter()
                 plan = planners.get("milp", threads=a.threads).plan(p)
                 wall = time.perf_counter() - t0

@@ -59,33 +59,32 @@ Rows:
   capacity rows above count D2H bytes at the fastest rate, where kilobyte copies are all but
   free);
 * with ``releases=True`` (the exact path; the rows grow with tensors x steps), per-copy latency in
-  the forward memory rows: ``u[t,k]``, swapped tensor ``t`` released (copied out in full) by
-  forward step ``k``, ``u[t,k] <= s[t]``; ``mem_rel[k]``: ``RXf[k] + sum b_t u[t,k] >= A(k) -
-  B``; ``u_time[t,k]``: ``S_k >= E_p + d2h_t u[t,k]``; ``u_d2h[k]``: ``sum d2h_t u[t,k] <= S_k +
-  MT[k]``, ``MT[k] = min_{j<k} (CT[j] - E_j)`` with ``CT[j]`` the D2H time of the tensors swapped
-  from ops ``< j`` (the copies of outputs of ops ``>= j`` run after ``E_j`` one at a time, each
-  whole); ``d2h_time_back[j]``: ``sum d2h_t s[t]`` over ``ms(t) >= j`` ``<= S^b_j + MT[n]``. The
-  ``W[k]`` rows let a fraction of a copy free that fraction of its bytes, latency prorated; these
-  do not. The same at backward steps: ``v[t,j] <= s[t]``, swapped tensor ``t`` (``ms(t) < j``)
-  absent at the backward step of op ``j``: copied out in full by ``S^b_j`` (``v_time``, ``v_d2h`` as
-  above; with ``tight=True`` the ``o`` rows instead) and
-  not yet copied back, so its copy back, ``h2d_t`` long, ends before
-  ``S^b_{ms(t)}`` and starts after ``S^b_j``: the backward steps between (``G`` of nominal
-  time) are stretched by ``h2d_t - G``, part of the extra time (``v_back[t,j]``: ``(h2d_t - G)
-  v[t,j] <= extra``, ``extra`` the objective); ``Wb_rel[j]``: ``Wb[j] <= sum b_t v[t,j]``. A
-  copy back issued early holds its memory until the use. With ``tight=True``, ``o[t,j]``: swapped tensor ``t`` copied
-  out in full by ``S^b_j``; a copy out once done stays done, so ``o[t,j] >= v[t,j]``, ``>= o`` at
-  every earlier backward step (``o_mono``) and ``>=`` every ``u[t,k]`` (``o_fwd``), ``<= s[t]``;
-  ``o_time[t,j]``: ``S^b_j >= E_p + d2h_t o[t,j]``; ``o_d2h[j]``: ``sum d2h_t o[t,j] + DTb[j]
-  <= S^b_j + MT[n]`` (``DTb[j]``: the D2H time of the swapped tensors with ``ms(t) >= j``, all
-  copied out by then). Without ``o`` a tensor released at one step and another at a later one
+  the forward memory rows: ``u[t,k]``, swapped tensor ``t`` released (copied out in full) by forward
+  step ``k``, ``u[t,k] <= s[t]``; ``mem_rel[k]``: ``RXf[k] + sum b_t u[t,k] >= A(k) - B``;
+  ``u_time[t,k]``: ``S_k >= E_p + d2h_t u[t,k]``; ``u_d2h[k]``: ``sum d2h_t u[t,k] <= S_k + MT[k]``,
+  ``MT[k] = min_{j<k} (CT[j] - E_j)`` with ``CT[j]`` the D2H time of the tensors swapped from ops
+  ``< j`` (the copies of outputs of ops ``>= j`` run after ``E_j`` one at a time, each whole);
+  ``d2h_time_back[j]``: ``sum d2h_t s[t]`` over ``ms(t) >= j`` ``<= S^b_j + MT[n]``. The ``W[k]``
+  rows let a fraction of a copy free that fraction of its bytes, latency prorated; these do not. The
+  same at backward steps: ``v[t,j] <= s[t]``, swapped tensor ``t`` (``ms(t) < j``) absent at the
+  backward step of op ``j``: copied out in full by ``S^b_j`` (``v_time``, ``v_d2h`` as above; with
+  ``tight=True`` the ``o`` rows instead) and not yet copied back, so its copy back, ``h2d_t`` long,
+  ends before ``S^b_{ms(t)}`` and starts after ``S^b_j``: the backward steps between (``G`` of
+  nominal time) are stretched by ``h2d_t - G``, part of the extra time (``v_back[t,j]``: ``(h2d_t -
+  G) v[t,j] <= extra``, ``extra`` the objective); ``Wb_rel[j]``: ``Wb[j] <= sum b_t v[t,j]``. A copy
+  back issued early holds its memory until the use. With ``tight=True``, ``o[t,j]``: swapped tensor
+  ``t`` copied out in full by ``S^b_j``; a copy out once done stays done, so ``o[t,j] >= v[t,j]``,
+  ``>= o`` at every earlier backward step (``o_mono``) and ``>=`` every ``u[t,k]`` (``o_fwd``), ``<=
+  s[t]``; ``o_time[t,j]``: ``S^b_j >= E_p + d2h_t o[t,j]``; ``o_d2h[j]``: ``sum d2h_t o[t,j] +
+  DTb[j] <= S^b_j + MT[n]`` (``DTb[j]``: the D2H time of the swapped tensors with ``ms(t) >= j``,
+  all copied out by then). Without ``o`` a tensor released at one step and another at a later one
   were each charged alone, as if the engine had copied only that one;
-* with ``tight=True`` (and ``releases``), ``rho_by[j]`` (the recompute before the backward step of op ``j``, in
-  ``S^b_j``) ``<= sum c_q rf[j,q]`` over the ops ``q`` that may be first re-run in a stage ``>= j``
-  (the ``rf_*`` rows below for the RECOMPUTE tensors with ``ms(t) >= j``, two rows per op
-  without ``z``): the simulator re-runs an op in stage ``i`` only to rebuild what stage ``i``
-  needs, and repeated re-runs are in ``beta``. Without it ``S^b_j`` counted every re-run of
-  the backward pass, which lets a copy out end "before" a step it really delays;
+* with ``tight=True`` (and ``releases``), ``rho_by[j]`` (the recompute before the backward step of
+  op ``j``, in ``S^b_j``) ``<= sum c_q rf[j,q]`` over the ops ``q`` that may be first re-run in a
+  stage ``>= j`` (the ``rf_*`` rows below for the RECOMPUTE tensors with ``ms(t) >= j``, two rows
+  per op without ``z``): the simulator re-runs an op in stage ``i`` only to rebuild what stage ``i``
+  needs, and repeated re-runs are in ``beta``. Without it ``S^b_j`` counted every re-run of the
+  backward pass, which lets a copy out end "before" a step it really delays;
 * ``rf_*``: ``rho_first <= sum c_q rf[q]``, where ``rf[q] <= r[q]`` and ``rf[q] <= sum z`` over the
   reasons ``q`` may be re-run in stage ``n-1``: it produces a RECOMPUTE tensor that op ``n-1``
   saves (``z <= x[y]``) or a non-resident input of an op re-run in that stage (``z <= rf[p]``,
@@ -286,7 +285,7 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
             return rho_first
         if not (releases and tight):
             return rho
-        if j not in stage_rho:     # with releases: only ops first re-run in stages >= j (rows below)
+        if j not in stage_rho:     # with tight: only ops first re-run in stages >= j (rows below)
             stage_rho[j] = m.var(f"rho_by[{j}]")
         return stage_rho[j]
 
@@ -445,7 +444,7 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
 
     # rho_first: only ops re-run in the first backward stage (stage n-1) run before its step
     rerun_rows(rho_first, [t for t in dict.fromkeys(g.ops[n - 1].saves) if t in x], "")
-    # with releases, the same before the backward step of every op j: the simulator re-runs an op
+    # with tight, the same before the backward step of every op j: the simulator re-runs an op
     # in stage i only to rebuild what stage i needs, so only ops first re-run for RECOMPUTE tensors
     # with ms(t) >= j run before it (repeated re-runs are in beta)
     for j in sorted(stage_rho):

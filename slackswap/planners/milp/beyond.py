@@ -80,7 +80,7 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
                 rest = cap if deadline is None else min(cap, deadline - time.perf_counter())
                 if deadline is not None and sims:
                     rest = min(rest, 0.5 * (deadline - time.perf_counter()))
-                tight, cand2, _ = self._tight_aggregate(problem, nodes, rest)
+                tight, cand2 = self._tight_aggregate(problem, nodes, rest)
                 if tight is not None and tight > bound:
                     bound, how = tight, "dual bound of the aggregated MILP with its tight rows"
                 consider("the tight aggregated MILP's decisions", cand2)

@@ -89,13 +89,14 @@ class MilpPlanner:
     the aggregated relaxation (``slackswap.mip.aggregate``; its LP, then its MILP for
     ``aggregate_nodes`` branch-and-bound nodes, a work limit, with ``aggregate_time_s`` seconds as
     a safety cap; None: ``AGGREGATE_TIME_S``, ``SMALL_AGGREGATE_TIME_S`` up to
-    ``SMALL_AGGREGATE_TENSORS`` planning tensors), returns the better of the warm start and the aggregated MILP's decisions as
-    judged by the simulator, with the certified lower bound and the proven gap between them:
-    status OPTIMAL when that gap is at most ``mip_rel_gap``, else FEASIBLE; the message says which
-    bound and which incumbent. Before that, while the gap is open, it looks for a better incumbent
-    (``improve``): slack's switch variants (with ``warm_start``), then at most ``improve_sims``
-    simulations of a local search over two-tensor moves (0: off; None: ``IMPROVE_SIMS``, and
-    ``SMALL_IMPROVE_SIMS`` up to ``SMALL_AGGREGATE_TENSORS`` planning tensors), within the time limit.
+    ``SMALL_AGGREGATE_TENSORS`` planning tensors), returns the better of the warm start and the
+    aggregated MILP's decisions as judged by the simulator, with the certified lower bound and
+    the proven gap between them: status OPTIMAL when that gap is at most ``mip_rel_gap``, else
+    FEASIBLE; the message says which bound and which incumbent. Before that, while the gap is
+    open, it looks for a better incumbent (``improve``): slack's switch variants (with
+    ``warm_start``), then at most ``improve_sims`` simulations of a local search over two-tensor
+    moves (0: off; None: ``IMPROVE_SIMS``, and ``SMALL_IMPROVE_SIMS`` up to
+    ``SMALL_AGGREGATE_TENSORS`` planning tensors), within the time limit.
     With ``cutoff`` (HiGHS) the exact MILP searches only below the warm start's time: nodes whose
     bound reaches it are pruned (docs/milp.md section 5). Above ``_IMPROVE_EXACT_MIN`` planning
     tensors the exact path first solves the aggregated MILP (``_aggregate_work``), whose
@@ -361,9 +362,10 @@ class MilpPlanner:
         (``_tight_aggregate``: the larger bound is kept), then the incumbent search
         (``_improved_warm``, until ``until``) starts from the warm start and from the MILPs'
         decisions and relinks their ends by layer, as beyond the exact model; without the search
-        the decisions replace the warm start when they simulate faster. ``proof`` is the resulting warm start, returned without building the exact model,
-        when the MILP's dual bound (it holds for every plan) is within ``max(mip_rel_gap,
-        AGGREGATE_PROOF_GAP)`` of its simulated time: OPTIMAL when within ``mip_rel_gap``, else
+        the decisions replace the warm start when they simulate faster. ``proof`` is the
+        resulting warm start, returned without building the exact model, when the MILP's dual
+        bound (it holds for every plan) is within ``max(mip_rel_gap, AGGREGATE_PROOF_GAP)`` of
+        its simulated time: OPTIMAL when within ``mip_rel_gap``, else
         FEASIBLE with that proven gap. Else None, and the bound is kept as a floor of the
         certified bound (``_certified``)."""
         from ...bounds import aggregate_bound
@@ -385,30 +387,31 @@ class MilpPlanner:
             return None, warm, src
         bound = float(problem.ideal_step_s) + extra
         self._bound_memo["agg"] = bound
+        how = ("no step exceeds the budget under keep-all: the bound is the ideal step" if agg is None
+               else f"the aggregated MILP's dual bound after {getattr(res, 'mip_node_count', 0)} nodes")
         obj = simulate(problem, warm, detail=False).step_time_s
-        cand = _aggregate_plan(self, problem, agg, res) if agg is not None else None
         others = []      # further starts of the search: the slower ones
-        if cand is not None:
-            rc = simulate(problem, cand, detail=False)
-            if rc.feasible and rc.fits and rc.step_time_s < obj:
-                others = [(f"{src}'s plan", warm, obj)]
-                warm, src, obj = cand, "the aggregated MILP", rc.step_time_s
-            elif rc.feasible and rc.fits:
-                others = [("the aggregated MILP's decisions", cand, rc.step_time_s)]
+
+        def consider(label, cand):      # a MILP's decisions: the warm start when faster, else a start
+            nonlocal warm, src, obj
+            rc = simulate(problem, cand, detail=False) if cand is not None else None
+            if rc is not None and rc.feasible and rc.fits and rc.step_time_s < obj:
+                others.append((f"{src}'s plan", warm, obj))
+                warm, src, obj = cand, label, rc.step_time_s
+            elif rc is not None and rc.feasible and rc.fits:
+                others.append((f"{label}'s decisions", cand, rc.step_time_s))
+
+        consider("the aggregated MILP", _aggregate_plan(self, problem, agg, res) if agg is not None else None)
         gap = _gap(obj, bound)
         if releases and gap is not None and gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
             left = self._aggregate_time(problem)
             if deadline is not None:
                 left = min(left, 0.25 * (deadline - time.perf_counter()))
-            tight, cand2, s2 = self._tight_aggregate(problem, nodes, left)
+            tight, cand2 = self._tight_aggregate(problem, nodes, left)
             if tight is not None and tight > bound:
                 bound = self._bound_memo["agg"] = tight
-                res = None          # the message names the tight MILP
-            if cand2 is not None and s2 < obj:
-                others.append((f"{src}'s plan", warm, obj))
-                warm, src, obj = cand2, "the tight aggregated MILP", s2
-            elif cand2 is not None:
-                others.append(("the tight aggregated MILP's decisions", cand2, s2))
+                how = "the dual bound of the aggregated MILP with its tight rows"
+            consider("the tight aggregated MILP", cand2)
             gap = _gap(obj, bound)
         if self._improve_work(problem) and gap is not None and gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
             warm, src = self._improved_warm(problem, warm, src, until, others, bound)
@@ -417,19 +420,16 @@ class MilpPlanner:
         if gap is None or gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
             return None, warm, src
         status = Status.OPTIMAL if gap <= self.mip_rel_gap else Status.FEASIBLE
-        how = ("no step exceeds the budget under keep-all: the bound is the ideal step" if agg is None
-               else "the dual bound of the aggregated MILP with its tight rows" if res is None
-               else f"the aggregated MILP's dual bound after {getattr(res, 'mip_node_count', 0)} nodes")
         proof = warm.with_info(status=status, objective=obj, lower_bound=min(bound, obj), gap=gap, wall_s=wall(),
                                model_size={}, message=f"proven gap {gap:.2g} by {how}, which holds for every plan "
                                f"(docs/milp.md section 7): exact model not built; incumbent: {src}'s plan")
         return proof, warm, src
 
     def _tight_aggregate(self, problem, nodes: int, left: float):
-        """``(bound, plan, step_s)`` of the aggregated MILP with its ``tight`` rows (``rho_by``,
-        ``o``: docs/milp.md section 7), solved after the one without them while a gap is open, for
-        ``nodes`` nodes and at most ``left`` seconds: its certified bound (None: nothing proven)
-        and its decisions as a plan with its simulated time (None when they do not fit). Two
+        """``(bound, plan)`` of the aggregated MILP with its ``tight`` rows (``rho_by``, ``o``:
+        docs/milp.md section 7), solved after the one without them while a gap is open, for
+        ``nodes`` nodes and at most ``left`` seconds: its certified bound and its decisions as a
+        plan (each None when there is none; the callers judge the plan by simulation). Two
         passes, not one: the tight MILP can stop at its node limit below the bound the other
         proves (GPT-2 with 3 layers at 0.9), so the planner keeps the larger bound and searches
         from both MILPs' decisions."""
@@ -437,18 +437,13 @@ class MilpPlanner:
         from .beyond import _aggregate_plan
 
         if left <= 0.5:
-            return None, None, None
+            return None, None
         extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
                                           mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP), releases=True,
                                           tight=True)
         if agg is None or agg.model.infeasible or res is None or (res.x is None and extra <= 0):
-            return None, None, None
-        bound = float(problem.ideal_step_s) + extra
-        cand = _aggregate_plan(self, problem, agg, res)
-        if cand is None:
-            return bound, None, None
-        r = simulate(problem, cand, detail=False)
-        return (bound, cand, r.step_time_s) if r.feasible and r.fits else (bound, None, None)
+            return None, None
+        return float(problem.ideal_step_s) + extra, _aggregate_plan(self, problem, agg, res)
 
     def _cutoff(self, problem, warm, tau: float) -> float | None:
         """The MILP objective the solver need not reach (HiGHS ``objective_bound``): the warm
