@@ -126,7 +126,7 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     optimum, or with ``integral`` the dual bound of the MILP reached after ``node_limit``
     branch-and-bound nodes (a work limit: the same result on any machine) or ``time_limit_s``
     seconds, whichever comes first; ``releases`` adds the per-copy release rows (``build``), for
-    a few dozen planning tensors, and ``tight`` with them the ``rho_by`` and ``o`` rows. Returns
+    a few dozen planning tensors, and ``tight`` with them the ``rho_by``, ``o`` and ``seg`` rows. Returns
     ``(seconds, Aggregate or None, scipy result or None)``; 0.0 when nothing is proven (result
     None with a constant row that fails, ``Aggregate.model.infeasible``: no plan fits). Shaved by
     the solver's feasibility tolerance (1e-7 of the forward time)."""

@@ -85,6 +85,12 @@ Rows:
   per op without ``z``): the simulator re-runs an op in stage ``i`` only to rebuild what stage ``i``
   needs, and repeated re-runs are in ``beta``. Without it ``S^b_j`` counted every re-run of the
   backward pass, which lets a copy out end "before" a step it really delays;
+* with ``tight=True`` (and ``releases``), ``seg[j,t]`` (``segments``): a RECOMPUTE tensor ``t``
+  with ``ms(t) < j`` whose producer re-runs in a stage ``>= j`` (to rebuild a tensor needed
+  there, directly or through a chain of RECOMPUTE and unsaved inputs: ``g[j,q]``) is resident
+  at the backward step of op ``j`` (``hold[j,t]`` takes its bytes out of ``mem_bwd[j]``), unless
+  the producer re-runs again (``again[p]``: a transient copy, hold points). Without it a layer
+  rebuilt as one segment counted its lower tensors as absent above their own stages;
 * ``rf_*``: ``rho_first <= sum c_q rf[q]``, where ``rf[q] <= r[q]`` and ``rf[q] <= sum z`` over the
   reasons ``q`` may be re-run in stage ``n-1``: it produces a RECOMPUTE tensor that op ``n-1``
   saves (``z <= x[y]``) or a non-resident input of an op re-run in that stage (``z <= rf[p]``,
@@ -149,12 +155,65 @@ def prerequisites(graph, planning: set[int]) -> list[tuple[int, int]]:
     return out
 
 
+def segments(m: Model, g, planning, pset: set[int], x: dict[int, int], ms: dict[int, int], steps: list[int],
+             again: dict[int, int]) -> dict[int, dict[int, int]]:
+    """The ``seg`` rows (``tight=True``): a RECOMPUTE tensor ``t`` with ``ms(t) < j`` is resident
+    at the backward step of op ``j`` when its producer ``p`` re-runs in a stage ``>= j`` (the
+    re-run allocates ``t``, which stays until its last use, below ``j``), unless that copy is
+    transient (a hold point) and ``p`` re-runs again for stage ``ms(t)`` (``again[p]``, counted in
+    ``beta[0]``). ``g[j,q]`` is a lower value of "op ``q`` re-runs in a stage ``>= j``": ``>= x[t']``
+    for its RECOMPUTE outputs with ``ms(t') >= j``; ``>= g[j,c]`` when ``q`` produces an unsaved
+    input of op ``c`` (never resident: ``c``'s re-run needs ``q``'s); ``>= g[j,c] + x[y] - 1`` when
+    it produces a RECOMPUTE input ``y`` of ``c``. ``hold[j,t] >= x[t] + g[j,p] - 1 - again[p]``
+    takes ``t``'s bytes back from what ``mem_bwd[j]`` frees. Returns ``{j: {t: hold column}}`` for
+    the ``steps`` given (those with a ``mem_bwd`` row). Without it a chain recomputed as one
+    segment (a layer's ``fc1`` rebuilt to rebuild its ``gelu``) counted as absent at the steps
+    between its two savers."""
+    succ: dict[int, list[tuple[int, int | None]]] = {}       # op -> [(consumer op, planning input or None)]
+    for op in g.ops:
+        for inp in dict.fromkeys(op.inputs):
+            ti = g.tensors[inp]
+            if ti.producer is not None and (inp not in pset or inp in x):
+                succ.setdefault(ti.producer, []).append((op.id, inp if inp in pset else None))
+    roots: dict[int, list[int]] = {}         # op -> its RECOMPUTE outputs
+    for t in x:
+        roots.setdefault(g.tensors[t].producer, []).append(t)
+    order = sorted(succ.keys() | roots.keys(), reverse=True)     # consumers come after producers
+    out: dict[int, dict[int, int]] = {}
+    for j in steps:
+        cands = [t for t in x if ms[t] < j]
+        if not cands:
+            continue
+        useful: set[int] = set()
+        for q in order:
+            if any(ms[t] >= j for t in roots.get(q, ())) or any(c in useful for c, _ in succ.get(q, ())):
+                useful.add(q)
+        gv = {q: m.var(f"g[{j},{q}]", 0.0, 1.0) for q in sorted(useful)}
+        for q, v in gv.items():
+            for t in roots.get(q, ()):
+                if ms[t] >= j:
+                    m.add_ge(f"g_root[{j},{t}]", [(1, v), (-1, x[t])], 0)
+            for c, y in succ.get(q, ()):
+                if c in gv:
+                    m.add_ge(f"g_why[{j},{q},{c},{y}]", [(1, v), (-1, gv[c])] + ([(-1, x[y])] if y is not None else []),
+                             -1 if y is not None else 0)
+        for t in cands:
+            p = g.tensors[t].producer
+            if p not in gv:
+                continue
+            if p not in again:
+                again[p] = m.var(f"again[{p}]", 0.0, 1.0)
+            h = out.setdefault(j, {})[t] = m.var(f"hold[{j},{t}]", 0.0, 1.0)
+            m.add_ge(f"seg[{j},{t}]", [(1, h), (-1, x[t]), (-1, gv[p]), (1, again[p])], -1)
+    return out
+
+
 def build(problem, integral: bool = False, releases: bool = False, tight: bool = False) -> Aggregate | None:
     """The aggregated model of ``problem`` (module docstring), or None when no step exceeds the
     budget under keep-all (the bound is then the ideal step). ``releases`` adds the per-copy
     release rows (``u[t,k]``, ``v[t,j]``: one column per swappable tensor and step that needs
     memory): tighter where copies are latency-bound, sized for a few dozen planning tensors.
-    ``tight`` (with ``releases``) adds the ``rho_by`` and ``o`` rows: tighter still, but its MILP
+    ``tight`` (with ``releases``) adds the ``rho_by``, ``o`` and ``seg`` rows: tighter still, but its MILP
     can take many more nodes (`tiny` 4 layers at 0.5: 66 without, 1,264 with; GPT-2 with 3 layers
     at 0.9 stops at 2,000 below the bound it proves without them)."""
     g, c = problem.graph, problem.costs
@@ -311,6 +370,8 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
             again[p] = m.var(f"again[{p}]", 0.0, 1.0)
         m.add_le(f"y_needs_x[{t}]", [(1, y[t]), (-1, x[t])], 0)
         m.add_le(f"y_again[{t}]", [(1, y[t]), (-1, again[p])], 0)
+    held = segments(m, g, planning, pset, x, ms, [j for j in range(n) if need_b[j] > 0], again) \
+        if rel and tight else {}
     if again:
         m.add_le("again_in_beta", [(cost[p] / t0, v) for p, v in again.items()] + [(-1, beta[0])], 0)
     dropped: dict[int, list[int]] = {}
@@ -322,8 +383,8 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
     for j in range(n):
         if need_b[j] > 0:
             wv = m.var(f"Wb[{j}]")
-            m.add_ge(f"mem_bwd[{j}]", [(1, rx_b[j]), (1, wv)] + [(size[t], y[t]) for t in dropped.get(j, ())],
-                     need_b[j] / b0)
+            m.add_ge(f"mem_bwd[{j}]", [(1, rx_b[j]), (1, wv)] + [(size[t], y[t]) for t in dropped.get(j, ())]
+                     + [(-size[t], hv) for t, hv in held.get(j, {}).items()], need_b[j] / b0)
             m.add_le(f"Wb_src[{j}]", [(1, wv), (-1, sx_b[j])], 0)
             if timed:
                 terms, rhs = s_back(j)

@@ -426,8 +426,8 @@ class MilpPlanner:
         return proof, warm, src
 
     def _tight_aggregate(self, problem, nodes: int, left: float):
-        """``(bound, plan)`` of the aggregated MILP with its ``tight`` rows (``rho_by``, ``o``:
-        docs/milp.md section 7), solved after the one without them while a gap is open, for
+        """``(bound, plan)`` of the aggregated MILP with its ``tight`` rows (``rho_by``, ``o``,
+        ``seg``: docs/milp.md section 7), solved after the one without them while a gap is open, for
         ``nodes`` nodes and at most ``left`` seconds: its certified bound and its decisions as a
         plan (each None when there is none; the callers judge the plan by simulation). Two
         passes, not one: the tight MILP can stop at its node limit below the bound the other
