@@ -155,8 +155,21 @@ def prerequisites(graph, planning: set[int]) -> list[tuple[int, int]]:
     return out
 
 
-def segments(m: Model, g, planning, pset: set[int], x: dict[int, int], ms: dict[int, int], steps: list[int],
-             again: dict[int, int]) -> dict[int, dict[int, int]]:
+def rebuilt_inputs(graph, planning: set[int], rec) -> dict[int, list[tuple[int, int]]]:
+    """Op -> ``[(producer, input)]`` in input order: the inputs a re-run of that op may have to
+    rebuild first, an unsaved intermediate (never resident in the backward pass) or a tensor that
+    may be RECOMPUTE (in ``rec``)."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for op in graph.ops:
+        for inp in dict.fromkeys(op.inputs):
+            p = graph.tensors[inp].producer
+            if p is not None and (inp not in planning or inp in rec):
+                out.setdefault(op.id, []).append((p, inp))
+    return out
+
+
+def segments(m: Model, g, pset: set[int], x: dict[int, int], ms: dict[int, int], steps: list[int],
+             again: dict[int, int], rebuilt: dict[int, list[tuple[int, int]]]) -> dict[int, dict[int, int]]:
     """The ``seg`` rows (``tight=True``): a RECOMPUTE tensor ``t`` with ``ms(t) < j`` is resident
     at the backward step of op ``j`` when its producer ``p`` re-runs in a stage ``>= j`` (the
     re-run allocates ``t``, which stays until its last use, below ``j``), unless that copy is
@@ -166,15 +179,13 @@ def segments(m: Model, g, planning, pset: set[int], x: dict[int, int], ms: dict[
     input of op ``c`` (never resident: ``c``'s re-run needs ``q``'s); ``>= g[j,c] + x[y] - 1`` when
     it produces a RECOMPUTE input ``y`` of ``c``. ``hold[j,t] >= x[t] + g[j,p] - 1 - again[p]``
     takes ``t``'s bytes back from what ``mem_bwd[j]`` frees. Returns ``{j: {t: hold column}}`` for
-    the ``steps`` given (those with a ``mem_bwd`` row). Without it a chain recomputed as one
-    segment (a layer's ``fc1`` rebuilt to rebuild its ``gelu``) counted as absent at the steps
-    between its two savers."""
+    the ``steps`` given (those with a ``mem_bwd`` row); ``rebuilt`` is ``rebuilt_inputs``. Without it
+    a chain recomputed as one segment (a layer's ``fc1`` rebuilt to rebuild its ``gelu``) counted
+    as absent at the steps between its two savers."""
     succ: dict[int, list[tuple[int, int | None]]] = {}       # op -> [(consumer op, planning input or None)]
-    for op in g.ops:
-        for inp in dict.fromkeys(op.inputs):
-            ti = g.tensors[inp]
-            if ti.producer is not None and (inp not in pset or inp in x):
-                succ.setdefault(ti.producer, []).append((op.id, inp if inp in pset else None))
+    for c, ins in rebuilt.items():
+        for q, inp in ins:
+            succ.setdefault(q, []).append((c, inp if inp in pset else None))
     roots: dict[int, list[int]] = {}         # op -> its RECOMPUTE outputs
     for t in x:
         roots.setdefault(g.tensors[t].producer, []).append(t)
@@ -370,7 +381,8 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
             again[p] = m.var(f"again[{p}]", 0.0, 1.0)
         m.add_le(f"y_needs_x[{t}]", [(1, y[t]), (-1, x[t])], 0)
         m.add_le(f"y_again[{t}]", [(1, y[t]), (-1, again[p])], 0)
-    held = segments(m, g, planning, pset, x, ms, [j for j in range(n) if need_b[j] > 0], again) \
+    rebuilt = rebuilt_inputs(g, pset, x)
+    held = segments(m, g, pset, x, ms, [j for j in range(n) if need_b[j] > 0], again, rebuilt) \
         if rel and tight else {}
     if again:
         m.add_le("again_in_beta", [(cost[p] / t0, v) for p, v in again.items()] + [(-1, beta[0])], 0)
@@ -476,10 +488,7 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
             if q in seen:
                 continue
             seen.add(q)
-            for inp in dict.fromkeys(g.ops[q].inputs):
-                ti = g.tensors[inp]
-                if ti.producer is not None and (inp not in pset or inp in x):
-                    stack.append((ti.producer, inp, q))
+            stack.extend((p, inp, q) for p, inp in rebuilt.get(q, ()))
         rf = {q: m.var(f"rf[{at}{q}]", 0.0, 1.0) for q in sorted(seen)}
         for q in sorted(seen):
             m.add_le(f"rf_needs_r[{at}{q}]", [(1, rf[q]), (-1, r[q])], 0)
