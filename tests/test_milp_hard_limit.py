@@ -107,3 +107,28 @@ def test_keyboard_interrupt_stops_the_child():
     # no loaded machine needs (measured about 2 s on the 2-core machine)
     assert time.perf_counter() - t < 30
     assert _no_child_left()
+
+
+def _solve_in(model, out):
+    out.put(solve_highs(model, isolate=False).status)
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork on this platform")
+def test_a_process_forked_after_an_in_process_solve_can_still_solve():
+    """HiGHS keeps worker threads in a process-wide scheduler; a process forked after HiGHS ran
+    here (``ProcessPoolExecutor``'s default on Linux: a sweep after a plan in a notebook) inherits
+    that scheduler without its threads, and its first MIP waited forever before ``_run`` stopped
+    them after each run (measured: the forked solve never returned)."""
+    model = planners.get("milp").build(_case(*CASES[2][1:])).model
+    assert solve_highs(model, isolate=False).status == "optimal"
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_solve_in, args=(model, out), daemon=True)
+    child.start()
+    child.join(60)
+    hung = child.is_alive()
+    if hung:
+        child.kill()
+        child.join()
+    assert not hung, "the forked process's HiGHS solve did not return within 60 s"
+    assert out.get(timeout=5) == "optimal"

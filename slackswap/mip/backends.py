@@ -30,6 +30,8 @@ class Result:
     objective: float | None
     bound: float | None
     message: str = ""
+    nodes: int | None = None          # branch-and-bound nodes (HiGHS in this process only)
+    solutions: list | None = None     # every integer solution found, in order (``_run(pool=True)``)
 
 
 ISOLATE: bool | None = None
@@ -149,9 +151,15 @@ def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
 
 
 def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadline, presolve=True,
-         cutoff=None) -> Result:
+         cutoff=None, node_limit=None, pool=False) -> Result:
     """Set the options on the loaded ``h``, run it and read the result back. ``cutoff``: HiGHS's
-    ``objective_bound`` for a MIP (nodes whose bound reaches it are pruned)."""
+    ``objective_bound`` for a MIP (nodes whose bound reaches it are pruned); ``node_limit``: its
+    ``mip_max_nodes``; ``pool``: keep every integer solution the MIP search finds (HiGHS's MIP
+    solution callback, in the original columns) as ``Result.solutions``, in the order found.
+
+    HiGHS's worker threads are stopped after the run (``resetGlobalScheduler``): a process
+    forked later (e.g. the workers of ``ProcessPoolExecutor``) would otherwise inherit a
+    scheduler whose threads it does not have, and its first HiGHS run would wait forever."""
     import highspy
 
     time_limit_s = _left(time_limit_s, deadline)
@@ -170,7 +178,15 @@ def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadl
         h.setOptionValue("solve_relaxation", True)
     elif mip and cutoff is not None:
         h.setOptionValue("objective_bound", float(cutoff))
-    h.run()
+    if node_limit is not None:
+        h.setOptionValue("mip_max_nodes", int(node_limit))
+    found = []
+    if pool and mip and not relax:
+        h.cbMipSolution.subscribe(lambda e: found.append(np.array(e.data_out.mip_solution, float)))
+    try:
+        h.run()
+    finally:
+        h.resetGlobalScheduler(True)
     st = h.getModelStatus()
     info = h.getInfo()
     S = highspy.HighsModelStatus
@@ -180,13 +196,15 @@ def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadl
     bound = info.mip_dual_bound if not relax and mip else obj
     if bound is not None and not math.isfinite(bound):
         bound = None
+    more = {"nodes": int(info.mip_node_count) if mip and not relax else None,
+            "solutions": found if pool and mip and not relax else None}
     if st == S.kOptimal:
-        return Result("optimal", x, obj, obj if relax else bound)
+        return Result("optimal", x, obj, obj if relax else bound, **more)
     if st in (S.kInfeasible,):
-        return Result("infeasible", None, None, None)
+        return Result("infeasible", None, None, None, **more)
     if st in (S.kTimeLimit, S.kIterationLimit, S.kSolutionLimit, S.kInterrupt):
-        return Result("time_limit", x, obj, bound)
-    return Result("error", x, obj, bound, f"HiGHS status {h.modelStatusToString(st)}")
+        return Result("time_limit", x, obj, bound, **more)
+    return Result("error", x, obj, bound, f"HiGHS status {h.modelStatusToString(st)}", **more)
 
 
 def _left(time_limit_s, deadline):
