@@ -122,8 +122,9 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
                     mip_rel_gap: float = 1e-6, node_limit: int | None = None, releases: bool = False,
                     tight: bool = False):
     """Least extra time (seconds over the ideal step) of the aggregated relaxation
-    (``slackswap/mip/aggregate.py``), solved by HiGHS (``scipy.optimize.milp``): its LP
-    optimum, or with ``integral`` the dual bound of the MILP reached after ``node_limit``
+    (``slackswap/mip/aggregate.py``), solved by HiGHS: its LP optimum (``scipy.optimize.milp``),
+    or with ``integral`` (highspy, ``_solve_pooled``: its result also holds every integer
+    solution found) the dual bound of the MILP reached after ``node_limit``
     branch-and-bound nodes (a work limit: the same result on any machine) or ``time_limit_s``
     seconds, whichever comes first; ``releases`` adds the per-copy release rows (``build``), for
     a few dozen planning tensors, and ``tight`` with them the ``rho_by``, ``o`` and ``seg`` rows. Returns
@@ -144,13 +145,14 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     obj = np.zeros(len(mdl.names))
     for v, cf in mdl.obj.items():
         obj[v] = cf
-    opts = {"mip_rel_gap": mip_rel_gap}
-    if time_limit_s is not None:
-        opts["time_limit"] = float(time_limit_s)
-    if node_limit is not None:
-        opts["node_limit"] = int(node_limit)
-    res = milp(obj, constraints=LinearConstraint(mdl.csr(), mdl.lo, mdl.hi), integrality=np.asarray(mdl.integer, int),
-               bounds=Bounds(mdl.lb, mdl.ub), options=opts)
+    if integral:
+        res = _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit)
+    else:
+        opts = {"mip_rel_gap": mip_rel_gap}
+        if time_limit_s is not None:
+            opts["time_limit"] = float(time_limit_s)
+        res = milp(obj, constraints=LinearConstraint(mdl.csr(), mdl.lo, mdl.hi),
+                   integrality=np.asarray(mdl.integer, int), bounds=Bounds(mdl.lb, mdl.ub), options=opts)
     if integral:
         val = getattr(res, "mip_dual_bound", None)
         if res.status == 0 and res.fun is not None:      # proven optimal (within mip_rel_gap)
@@ -160,6 +162,32 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     if val is None or not math.isfinite(val):
         return 0.0, agg, res
     return max(0.0, (float(val) + mdl.obj_const - 1e-7) * agg.t0 * (1 - 1e-9)), agg, res
+
+
+_STATUS = {"optimal": 0, "time_limit": 1, "infeasible": 2}    # scipy.optimize.milp's codes; else 4
+
+
+def _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit):
+    """The aggregated MILP ``mdl`` solved by HiGHS in this process (``mip.backends._run``, with
+    HiGHS's own feasibility tolerances, as ``scipy.optimize.milp`` uses them: the bound is shaved
+    for them; with the exact model's 1e-9 the tight MILP at ``tiny`` 4 layers 0.4 stopped at its
+    2,000 nodes short of the optimum it proves in 942 without), as a
+    ``scipy.optimize.OptimizeResult`` with the fields of ``scipy.optimize.milp``'s (``status``,
+    ``x``, ``fun``, ``mip_dual_bound``, ``mip_node_count``) and ``solutions``: every integer
+    solution the search found, in the order found. Each is a set of decisions that satisfies the
+    relaxation; the planner judges them all by simulation, since the one with the least relaxed
+    time need not simulate fastest (docs/milp.md section 7, "The solution pool")."""
+    import numpy as np
+    from scipy.optimize import OptimizeResult
+
+    from .mip.backends import _flat, _highs, _run
+
+    r = _run(_highs(_flat(mdl)), True, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, threads=None,
+             seed=0, relax=False, deadline=None, node_limit=node_limit, pool=True, strict=False)
+    return OptimizeResult(status=_STATUS.get(r.status, 4), message=r.message or r.status,
+                          x=None if r.x is None else np.asarray(r.x, float),
+                          fun=None if r.x is None else r.objective, mip_dual_bound=r.bound,
+                          mip_node_count=r.nodes, solutions=r.solutions or [])
 
 
 def _knapsack(need: float, freed, cost, bw: float, backward: bool) -> float:

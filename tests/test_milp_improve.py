@@ -114,9 +114,10 @@ def test_the_search_also_starts_from_the_other_candidates():
     # through the planner: beyond the exact model, both candidates are searched
     plan = planners.get("milp", max_exact_tensors=0, improve_sims=2000).plan(tiny)
     assert plan.info.objective == pytest.approx(s_both, rel=1e-12) and "3 starts" in plan.info.message
-    # on the exact path the warm start is searched from the same three starts (before, from
-    # slack's plan alone: 32.58 us), which reaches the tight aggregated MILP's bound: proven, the
-    # exact model not built
+    # on the exact path the plan reaches the tight aggregated MILP's bound too (before the search
+    # started from the MILPs' decisions, from slack's plan alone: 32.58 us): proven, the exact
+    # model not built. Since the solution pool no search is needed there: one of the tight MILP's
+    # integer solutions simulates to its bound (another plan of the same time)
     from slackswap.planners.milp.clock import Clock
     from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP
 
@@ -124,7 +125,7 @@ def test_the_search_also_starts_from_the_other_candidates():
     mp._bound_memo = {"clock": Clock(None)}
     proof, warm, src = mp._aggregate_proof(tiny, start, "slack", lambda: 0.0, None, None)
     assert proof is not None and proof.info.gap <= AGGREGATE_PROOF_GAP
-    assert dict(proof.decisions) == dict(plan.decisions) and "3 starts" in proof.info.message
+    assert "the tight aggregated MILP's plan" in proof.info.message
     assert proof.info.objective == pytest.approx(s_both, rel=1e-12)
 
 

@@ -151,11 +151,13 @@ def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
 
 
 def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadline, presolve=True,
-         cutoff=None, node_limit=None, pool=False) -> Result:
+         cutoff=None, node_limit=None, pool=False, strict=True) -> Result:
     """Set the options on the loaded ``h``, run it and read the result back. ``cutoff``: HiGHS's
     ``objective_bound`` for a MIP (nodes whose bound reaches it are pruned); ``node_limit``: its
     ``mip_max_nodes``; ``pool``: keep every integer solution the MIP search finds (HiGHS's MIP
-    solution callback, in the original columns) as ``Result.solutions``, in the order found.
+    solution callback, in the original columns) as ``Result.solutions``, in the order found;
+    ``strict``: primal and MIP feasibility tolerances of 1e-9 (the exact model's; HiGHS's own,
+    1e-7 and 1e-6, otherwise).
 
     HiGHS's worker threads are stopped after the run (``resetGlobalScheduler``): a process
     forked later (e.g. the workers of ``ProcessPoolExecutor``) would otherwise inherit a
@@ -168,8 +170,9 @@ def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadl
     h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
     h.setOptionValue("mip_abs_gap", 0.0)
     h.setOptionValue("random_seed", int(seed))
-    h.setOptionValue("primal_feasibility_tolerance", 1e-9)
-    h.setOptionValue("mip_feasibility_tolerance", 1e-9)
+    if strict:
+        h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+        h.setOptionValue("mip_feasibility_tolerance", 1e-9)
     if not presolve:
         h.setOptionValue("presolve", "off")
     if threads is not None:

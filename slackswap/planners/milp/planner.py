@@ -49,19 +49,20 @@ that MILP is solved to."""
 # up to SMALL_AGGREGATE_TENSORS planning tensors (either path) the aggregated MILP gets its release
 # rows (``releases``: columns per swappable tensor and step that needs memory, `tiny` with 4 layers
 # 728 -> 2,101) and at least SMALL_AGGREGATE_NODES nodes (``aggregate_nodes`` when larger): small,
-# it is solved to optimality in seconds (`tiny` with 3 layers at 0.8: 29.430 us, against 29.401 us
-# after 20 nodes; docs/milp.md section 5)
+# it is solved to optimality in seconds (`tiny` with 4 layers at 0.8: 38.022 us, against 37.999 us
+# after 20 nodes; docs/milp.md section 5); 10,000 rather than 2,000 since highspy solves it: HiGHS
+# 1.16 proves GPT-2 3 layers at 0.9 after 7,904 nodes (3.7 s), scipy's HiGHS after 1,200
 SMALL_AGGREGATE_TENSORS = 80
-SMALL_AGGREGATE_NODES = 2000
+SMALL_AGGREGATE_NODES = 10000
 # simulations of the incumbent search (``improve_sims=None``): up to SMALL_AGGREGATE_TENSORS planning
 # tensors a simulation takes milliseconds, and the search from the aggregated MILP's decisions
 # needs more than IMPROVE_SIMS to reach its end (`tiny` 4 layers at 0.5: 40.539 us after 500,
 # 40.468 us, the aggregated MILP's bound, after 5,000: docs/milp.md section 5)
 IMPROVE_SIMS = 500
 SMALL_IMPROVE_SIMS = 5000
-# the aggregated MILP's safety cap in seconds (``aggregate_time_s=None``): its SMALL_AGGREGATE_NODES
-# nodes, the work limit, take up to about two minutes at `tiny` 4 layers on the 2-core machine
-# (1,264 nodes at 0.5: 50-100 s); a cap that stops them makes the bound depend on machine speed
+# the aggregated MILP's safety cap in seconds (``aggregate_time_s=None``): 2,000 nodes took up to
+# about two minutes at `tiny` 4 layers on the 2-core machine (1,264 nodes at 0.5: 50-100 s); a cap
+# that stops them makes the bound depend on machine speed
 AGGREGATE_TIME_S = 60.0
 SMALL_AGGREGATE_TIME_S = 300.0
 
@@ -369,7 +370,7 @@ class MilpPlanner:
         FEASIBLE with that proven gap. Else None, and the bound is kept as a floor of the
         certified bound (``_certified``)."""
         from ...bounds import aggregate_bound
-        from .beyond import _aggregate_plan
+        from .beyond import _aggregate_plans
 
         left = self._aggregate_time(problem)
         if deadline is not None:
@@ -401,17 +402,19 @@ class MilpPlanner:
             elif rc is not None and rc.feasible and rc.fits:
                 others.append((f"{label}'s decisions", cand, rc.step_time_s))
 
-        consider("the aggregated MILP", _aggregate_plan(self, problem, agg, res) if agg is not None else None)
+        for k, cand in enumerate(_aggregate_plans(self, problem, agg, res) if agg is not None else []):
+            consider("the aggregated MILP" + (f" (solution {k + 1})" if k else ""), cand)
         gap = _gap(obj, bound)
         if releases and gap is not None and gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
             left = self._aggregate_time(problem)
             if deadline is not None:
                 left = min(left, 0.25 * (deadline - time.perf_counter()))
-            tight, cand2 = self._tight_aggregate(problem, nodes, left)
+            tight, cands = self._tight_aggregate(problem, nodes, left)
             if tight is not None and tight > bound:
                 bound = self._bound_memo["agg"] = tight
                 how = "the dual bound of the aggregated MILP with its tight rows"
-            consider("the tight aggregated MILP", cand2)
+            for k, cand in enumerate(cands):
+                consider("the tight aggregated MILP" + (f" (solution {k + 1})" if k else ""), cand)
             gap = _gap(obj, bound)
         if self._improve_work(problem) and gap is not None and gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
             warm, src = self._improved_warm(problem, warm, src, until, others, bound)
@@ -426,24 +429,25 @@ class MilpPlanner:
         return proof, warm, src
 
     def _tight_aggregate(self, problem, nodes: int, left: float):
-        """``(bound, plan)`` of the aggregated MILP with its ``tight`` rows (``rho_by``, ``o``,
+        """``(bound, plans)`` of the aggregated MILP with its ``tight`` rows (``rho_by``, ``o``,
         ``seg``: docs/milp.md section 7), solved after the one without them while a gap is open, for
-        ``nodes`` nodes and at most ``left`` seconds: its certified bound and its decisions as a
-        plan (each None when there is none; the callers judge the plan by simulation). Two
+        ``nodes`` nodes and at most ``left`` seconds: its certified bound (None when there is
+        none) and its decisions as plans (``beyond._aggregate_plans``; the callers judge them by
+        simulation). Two
         passes, not one: the tight MILP can stop at its node limit below the bound the other
         proves (GPT-2 with 3 layers at 0.9), so the planner keeps the larger bound and searches
         from both MILPs' decisions."""
         from ...bounds import aggregate_bound
-        from .beyond import _aggregate_plan
+        from .beyond import _aggregate_plans
 
         if left <= 0.5:
-            return None, None
+            return None, []
         extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
                                           mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP), releases=True,
                                           tight=True)
         if agg is None or agg.model.infeasible or res is None or (res.x is None and extra <= 0):
-            return None, None
-        return float(problem.ideal_step_s) + extra, _aggregate_plan(self, problem, agg, res)
+            return None, []
+        return float(problem.ideal_step_s) + extra, _aggregate_plans(self, problem, agg, res)
 
     def _cutoff(self, problem, warm, tau: float) -> float | None:
         """The MILP objective the solver need not reach (HiGHS ``objective_bound``): the warm
