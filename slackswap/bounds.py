@@ -142,22 +142,20 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     mdl = agg.model
     if mdl.infeasible:
         return 0.0, agg, None
-    obj = np.zeros(len(mdl.names))
-    for v, cf in mdl.obj.items():
-        obj[v] = cf
     if integral:
         res = _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit)
+        val = res.mip_dual_bound
+        if res.status == 0 and res.fun is not None:      # proven optimal (within mip_rel_gap)
+            val = res.fun - mip_rel_gap * abs(res.fun) if val is None else val
     else:
+        obj = np.zeros(len(mdl.names))
+        for v, cf in mdl.obj.items():
+            obj[v] = cf
         opts = {"mip_rel_gap": mip_rel_gap}
         if time_limit_s is not None:
             opts["time_limit"] = float(time_limit_s)
         res = milp(obj, constraints=LinearConstraint(mdl.csr(), mdl.lo, mdl.hi),
                    integrality=np.asarray(mdl.integer, int), bounds=Bounds(mdl.lb, mdl.ub), options=opts)
-    if integral:
-        val = getattr(res, "mip_dual_bound", None)
-        if res.status == 0 and res.fun is not None:      # proven optimal (within mip_rel_gap)
-            val = res.fun - mip_rel_gap * abs(res.fun) if val is None else val
-    else:
         val = res.fun if res.status == 0 else None
     if val is None or not math.isfinite(val):
         return 0.0, agg, res

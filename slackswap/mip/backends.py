@@ -183,8 +183,9 @@ def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadl
         h.setOptionValue("objective_bound", float(cutoff))
     if node_limit is not None:
         h.setOptionValue("mip_max_nodes", int(node_limit))
+    pooled = pool and mip and not relax
     found = []
-    if pool and mip and not relax:
+    if pooled:
         h.cbMipSolution.subscribe(lambda e: found.append(np.array(e.data_out.mip_solution, float)))
     try:
         h.run()
@@ -200,7 +201,7 @@ def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadl
     if bound is not None and not math.isfinite(bound):
         bound = None
     more = {"nodes": int(info.mip_node_count) if mip and not relax else None,
-            "solutions": found if pool and mip and not relax else None}
+            "solutions": found if pooled else None}
     if st == S.kOptimal:
         return Result("optimal", x, obj, obj if relax else bound, **more)
     if st in (S.kInfeasible,):

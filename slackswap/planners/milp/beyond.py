@@ -74,18 +74,16 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
                             others.append((inc.removeprefix("incumbent: "), best, obj))
                         best, obj, inc = cand, rc.step_time_s, f"incumbent: {label}"
 
-            for k, cand in enumerate(_aggregate_plans(self, problem, agg, res)):
-                consider("the aggregated MILP's decisions" + (f" (solution {k + 1})" if k else ""), cand)
+            consider("the aggregated MILP's decisions", _aggregate_plan(self, problem, agg, res))
             if releases and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
                 # the tight rows, in a second pass (MilpPlanner._tight_aggregate)
                 rest = cap if deadline is None else min(cap, deadline - time.perf_counter())
                 if deadline is not None and sims:
                     rest = min(rest, 0.5 * (deadline - time.perf_counter()))
-                tight, cands = self._tight_aggregate(problem, nodes, rest)
+                tight, cand2 = self._tight_aggregate(problem, nodes, rest)
                 if tight is not None and tight > bound:
                     bound, how = tight, "dual bound of the aggregated MILP with its tight rows"
-                for k, cand in enumerate(cands):
-                    consider("the tight aggregated MILP's decisions" + (f" (solution {k + 1})" if k else ""), cand)
+                consider("the tight aggregated MILP's decisions", cand2)
     if sims and (obj is None or _gap(obj, bound) > self.mip_rel_gap) \
             and (deadline is None or time.perf_counter() < deadline):
         from .improve import improve
@@ -127,28 +125,25 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
                           wall_s=wall(), model_size=size, message="; ".join(msg))
 
 
-#: the most integer solutions of the aggregated MILP judged by simulation (the newest first)
+#: the most integer solutions of the aggregated MILP judged by simulation (the newest first).
+#: The search starts from the fastest; its three fastest as three starts were tried on the nine
+#: full-size settings above 0.1% at 2,000 simulations and left out: three settings better
+#: (bert-large 0.3 0.320% -> 0.110%), two worse (gpt2-xl 0.3 0.184% -> 0.298%: the starts share
+#: the work), four unchanged (benchmarks/README.md, "The solution pool")
 POOL_PLANS = 64
-#: how many of them, the fastest, become starts of the incumbent search. Three were tried on the
-#: nine full-size settings above 0.1% at 2,000 simulations: bert-large 0.3 0.320% -> 0.110%,
-#: gpt2-xl 0.4 0.171% -> 0.156%, gpt2-xl 0.2 0.165% -> 0.161%, but gpt2-xl 0.3 0.184% -> 0.298% (the
-#: starts share the work) and llama-7b 0.2 0.164% -> 0.169%;
-#: four unchanged: one stays (benchmarks/README.md, "The solution pool")
-POOL_STARTS = 1
 
 
-def _aggregate_plans(self, problem, agg, res, k: int = POOL_STARTS) -> list:
-    """The aggregated MILP's decisions as plans: of its incumbent and the other integer solutions
-    its search found (``res.solutions``, the newest ``POOL_PLANS``), the ``k`` distinct ones that
-    simulate fastest within the budget, the fastest first; when none fits, the incumbent's alone
-    (the callers judge it by simulation); [] when there is no solution, or every one uses a
-    choice the planner forbids. The relaxation ranks plans by a bound on their time, not by
-    their time: at ``tiny`` with 4 layers at 0.5 its incumbent simulates to 50.63 us while
-    another solution it found simulates to the optimum, 40.468 us (docs/milp.md section 7,
-    "The solution pool")."""
+def _aggregate_plan(self, problem, agg, res):
+    """The aggregated MILP's decisions as a plan: of its incumbent and the other integer solutions
+    its search found (``res.solutions``, the newest ``POOL_PLANS``), the one that simulates
+    fastest within the budget, else the incumbent's (the callers judge it by simulation); None
+    when there is no solution, or every one uses a choice the planner forbids. The relaxation
+    ranks plans by a bound on their time, not by their time: at ``tiny`` with 4 layers at 0.5 its
+    incumbent simulates to 50.63 us while another solution it found simulates to the optimum,
+    40.468 us (docs/milp.md section 7, "The solution pool")."""
     x = getattr(res, "x", None)
     xs = ([] if x is None else [x]) + list(reversed(getattr(res, "solutions", None) or []))[:POOL_PLANS]
-    fits, first, seen = [], None, set()
+    best, first, seen = None, None, set()
     for xv in xs:
         dec = _decisions(problem, xv, agg.swap, agg.rec)
         key = tuple(dec[t] for t in problem.planning_ids)
@@ -159,18 +154,9 @@ def _aggregate_plans(self, problem, agg, res, k: int = POOL_STARTS) -> list:
                 (not self.allow_recompute and Decision.RECOMPUTE in dec.values()):
             continue
         plan = Plan(dec, planner=self.name, params=self.params, problem_key=problem.key)
-        first = first or plan
-        if len(xs) == 1:
-            break
+        if first is None:
+            first = plan
         r = simulate(problem, plan, detail=False)
-        if r.feasible and r.fits:
-            fits.append((r.step_time_s, len(fits), plan))
-    if not fits:
-        return [] if first is None else [first]
-    return [p for _, _, p in sorted(fits, key=lambda f: f[:2])[:k]]
-
-
-def _aggregate_plan(self, problem, agg, res):
-    """The first of ``_aggregate_plans`` (None when there is none)."""
-    plans = _aggregate_plans(self, problem, agg, res, 1)
-    return plans[0] if plans else None
+        if r.feasible and r.fits and (best is None or r.step_time_s < best[0]):
+            best = (r.step_time_s, plan)
+    return first if best is None else best[1]

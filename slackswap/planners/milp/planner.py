@@ -370,7 +370,7 @@ class MilpPlanner:
         FEASIBLE with that proven gap. Else None, and the bound is kept as a floor of the
         certified bound (``_certified``)."""
         from ...bounds import aggregate_bound
-        from .beyond import _aggregate_plans
+        from .beyond import _aggregate_plan
 
         left = self._aggregate_time(problem)
         if deadline is not None:
@@ -402,19 +402,17 @@ class MilpPlanner:
             elif rc is not None and rc.feasible and rc.fits:
                 others.append((f"{label}'s decisions", cand, rc.step_time_s))
 
-        for k, cand in enumerate(_aggregate_plans(self, problem, agg, res) if agg is not None else []):
-            consider("the aggregated MILP" + (f" (solution {k + 1})" if k else ""), cand)
+        consider("the aggregated MILP", _aggregate_plan(self, problem, agg, res) if agg is not None else None)
         gap = _gap(obj, bound)
         if releases and gap is not None and gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
             left = self._aggregate_time(problem)
             if deadline is not None:
                 left = min(left, 0.25 * (deadline - time.perf_counter()))
-            tight, cands = self._tight_aggregate(problem, nodes, left)
+            tight, cand2 = self._tight_aggregate(problem, nodes, left)
             if tight is not None and tight > bound:
                 bound = self._bound_memo["agg"] = tight
                 how = "the dual bound of the aggregated MILP with its tight rows"
-            for k, cand in enumerate(cands):
-                consider("the tight aggregated MILP" + (f" (solution {k + 1})" if k else ""), cand)
+            consider("the tight aggregated MILP", cand2)
             gap = _gap(obj, bound)
         if self._improve_work(problem) and gap is not None and gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
             warm, src = self._improved_warm(problem, warm, src, until, others, bound)
@@ -429,25 +427,25 @@ class MilpPlanner:
         return proof, warm, src
 
     def _tight_aggregate(self, problem, nodes: int, left: float):
-        """``(bound, plans)`` of the aggregated MILP with its ``tight`` rows (``rho_by``, ``o``,
+        """``(bound, plan)`` of the aggregated MILP with its ``tight`` rows (``rho_by``, ``o``,
         ``seg``: docs/milp.md section 7), solved after the one without them while a gap is open, for
-        ``nodes`` nodes and at most ``left`` seconds: its certified bound (None when there is
-        none) and its decisions as plans (``beyond._aggregate_plans``; the callers judge them by
-        simulation). Two
+        ``nodes`` nodes and at most ``left`` seconds: its certified bound and its decisions as a
+        plan (``beyond._aggregate_plan``; each None when there is none; the callers judge the plan
+        by simulation). Two
         passes, not one: the tight MILP can stop at its node limit below the bound the other
         proves (GPT-2 with 3 layers at 0.9), so the planner keeps the larger bound and searches
         from both MILPs' decisions."""
         from ...bounds import aggregate_bound
-        from .beyond import _aggregate_plans
+        from .beyond import _aggregate_plan
 
         if left <= 0.5:
-            return None, []
+            return None, None
         extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
                                           mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP), releases=True,
                                           tight=True)
         if agg is None or agg.model.infeasible or res is None or (res.x is None and extra <= 0):
-            return None, []
-        return float(problem.ideal_step_s) + extra, _aggregate_plans(self, problem, agg, res)
+            return None, None
+        return float(problem.ideal_step_s) + extra, _aggregate_plan(self, problem, agg, res)
 
     def _cutoff(self, problem, warm, tau: float) -> float | None:
         """The MILP objective the solver need not reach (HiGHS ``objective_bound``): the warm
