@@ -58,6 +58,14 @@ Rows:
   producer ``p`` ends: ``S^b_{ms(t)} >= E_p + (d2h_t + h2d_t) s[t]``, latency included (the
   capacity rows above count D2H bytes at the fastest rate, where kilobyte copies are all but
   free);
+* ``Wb_pend``, ``d2h_first[i]``: at the first backward step (op ``n-1``), ``pend[t] <= s[t]`` is the part
+  of SWAP tensor ``t``'s copy out (``ms(t) < n-1``) still pending at ``S^b_{n-1}``: ``Wb[n-1] <= sum
+  b_t (s[t] - pend[t])``, and for every op ``i`` that makes a SWAP tensor ``PT[i] = sum d2h_t (s[t] -
+  pend[t])`` over the tensors of ops ``>= i`` (a tensor needed in stage ``n-1`` has no ``pend``: its
+  copy counts whole) ``<= S^b_{n-1} - E_i``: a source is released only when its copy has ended, and
+  the copies of ops ``>= i`` run after ``E_i`` one at a time, whole, in any order. ``Wb_d2h`` counts
+  bytes at the fastest rate, and its ``M[n]`` subtracts every copy of the ops ``< i``, also those still
+  pending, so a few small early copies left pending let the late ones end early;
 * with ``releases=True`` (the exact path; the rows grow with tensors x steps), per-copy latency in
   the forward memory rows: ``u[t,k]``, swapped tensor ``t`` released (copied out in full) by forward
   step ``k``, ``u[t,k] <= s[t]``; ``mem_rel[k]``: ``RXf[k] + sum b_t u[t,k] >= A(k) - B``;
@@ -363,6 +371,21 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
         return [(-1, M[n]), (-w, sig[n]), (-w, rerun(j)), (-w, beta[j])], \
             bw * (t_before[n] + b_after[j]) / b0
 
+    # the first backward step's copy windows (Wb_pend, d2h_first: module docstring)
+    pend: dict[int, int] = {}
+    if timed and s:
+        pend = {t.id: m.var(f"pend[{t.id}]", 0.0, 1.0) for t in planning if t.id in s and ms[t.id] < n - 1}
+        for t, v in pend.items():
+            m.add_le(f"pend_src[{t}]", [(1, v), (-1, s[t])], 0)
+        pt = [m.var(f"PT[{i}]") for i in range(n + 1)]
+        m.add_eq(f"PT_def[{n}]", [(1, pt[n])], 0)
+        for i in range(n - 1, -1, -1):
+            m.add_eq(f"PT_def[{i}]", [(1, pt[i]), (-1, pt[i + 1])] + [(-d2h(t), s[t]) for t in by_prod.get(i, ())]
+                     + [(d2h(t), pend[t]) for t in by_prod.get(i, ()) if t in pend], 0)
+            if by_prod.get(i):     # PT[i] <= S^b_{n-1} - E_i
+                m.add_le(f"d2h_first[{i}]", [(1, pt[i]), (-1, sig[n]), (-1, rerun(n - 1)), (-1, beta[n - 1]),
+                                            (1, sig[i])], (t_before[n] - t_before[i + 1]) / t0)
+
     # multi-level recompute (hold points): a RECOMPUTE tensor may be absent at a backward step
     # between two of its uses (j not a saver, min saver < j < ms); the plan then re-runs its
     # producer again later, which costs at least c_p more (part of beta[0], see the docstring)
@@ -398,6 +421,8 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
             m.add_ge(f"mem_bwd[{j}]", [(1, rx_b[j]), (1, wv)] + [(size[t], y[t]) for t in dropped.get(j, ())]
                      + [(-size[t], hv) for t, hv in held.get(j, {}).items()], need_b[j] / b0)
             m.add_le(f"Wb_src[{j}]", [(1, wv), (-1, sx_b[j])], 0)
+            if j == n - 1 and pend:
+                m.add_le("Wb_pend", [(1, wv), (-1, sx_b[j])] + [(size[t], v) for t, v in pend.items()], 0)
             if timed:
                 terms, rhs = s_back(j)
                 m.add_le(f"Wb_d2h[{j}]", [(1, wv)] + terms, rhs)
