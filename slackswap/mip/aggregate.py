@@ -59,7 +59,8 @@ Rows:
   capacity rows above count D2H bytes at the fastest rate, where kilobyte copies are all but
   free);
 * without ``releases``, ``Wb_pend``, ``d2h_first[i]``: at the first backward step (op ``n-1``),
-  ``pend[t] <= s[t]`` is the part of SWAP tensor ``t``'s copy out (``ms(t) < n-1``) still pending at ``S^b_{n-1}``: ``Wb[n-1] <= sum
+  ``pend[t] <= s[t]`` is the part of SWAP tensor ``t``'s copy out (``ms(t) < n-1``) still pending at
+  ``S^b_{n-1}`` (binary with ``integral``: a copy frees its bytes whole): ``Wb[n-1] <= sum
   b_t (s[t] - pend[t])``, and for every op ``i`` that makes a SWAP tensor ``PT[i] = sum d2h_t (s[t] -
   pend[t])`` over the tensors of ops ``>= i`` (a tensor needed in stage ``n-1`` has no ``pend``: its
   copy counts whole) ``<= S^b_{n-1} - E_i``: a source is released only when its copy has ended, and
@@ -376,7 +377,7 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
     # the first backward step's copy windows (Wb_pend, d2h_first: module docstring)
     pend: dict[int, int] = {}
     if timed and s and not releases:
-        pend = {t.id: m.var(f"pend[{t.id}]", 0.0, 1.0) for t in planning if t.id in s and ms[t.id] < n - 1}
+        pend = {t.id: m.var(f"pend[{t.id}]", 0.0, 1.0, binary=integral) for t in planning if t.id in s and ms[t.id] < n - 1}
         for t, v in pend.items():
             m.add_le(f"pend_src[{t}]", [(1, v), (-1, s[t])], 0)
         pt = [m.var(f"PT[{i}]") for i in range(n + 1)]
