@@ -160,7 +160,7 @@ def test_the_relaxation_at_a_plans_own_decisions_is_never_above_its_time(p, data
     """Stronger than a bound below the optimum: with its decisions fixed to any plan's (random
     decisions, the swapped tensors copied out in a random order), each of the three aggregated
     models is never above that plan's simulated time. (The ``d2h_first`` rows, made to claim
-    1.6 times the copy time, fail this.)"""
+    twice the copy time, fail this.)"""
     from slackswap import Decision
     from slackswap.mip.aggregate import build
 
