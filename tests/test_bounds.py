@@ -283,8 +283,9 @@ def _relaxation_at(p, agg, dec) -> float:
     obj = np.zeros(len(mdl.names))
     for v, cf in mdl.obj.items():
         obj[v] = cf
-    for presolve in (True, False):      # HiGHS's presolve can end in "Solve error" (status 4) with the
-        res = milp(obj, constraints=LinearConstraint(mdl.csr(), mdl.lo, mdl.hi),    # decisions fixed
+    # with the decisions fixed, HiGHS's presolve can end in "Solve error" (status 4): then without it
+    for presolve in (True, False):
+        res = milp(obj, constraints=LinearConstraint(mdl.csr(), mdl.lo, mdl.hi),
                    integrality=np.asarray(mdl.integer, int), bounds=Bounds(lb, ub),
                    options={"mip_rel_gap": 1e-9, "presolve": presolve})
         if res.status != 4:
