@@ -130,7 +130,9 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     a few dozen planning tensors, and ``tight`` with them the ``rho_by``, ``o`` and ``seg`` rows. Returns
     ``(seconds, Aggregate or None, scipy result or None)``; 0.0 when nothing is proven (result
     None with a constant row that fails, ``Aggregate.model.infeasible``: no plan fits). Shaved by
-    the solver's feasibility tolerance (1e-7 of the forward time)."""
+    the solver's feasibility tolerance, in units of the forward time: the LP's primal one (1e-7),
+    the MILP's integrality one (HiGHS's ``mip_feasibility_tolerance``, 1e-6; a MILP bound above
+    the optimum by 1.05e-7 was seen, ``test_the_integral_bound_is_shaved_by_the_mip_tolerance``)."""
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp
 
@@ -159,7 +161,8 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
         val = res.fun if res.status == 0 else None
     if val is None or not math.isfinite(val):
         return 0.0, agg, res
-    return max(0.0, (float(val) + mdl.obj_const - 1e-7) * agg.t0 * (1 - 1e-9)), agg, res
+    shave = 1e-6 if integral else 1e-7
+    return max(0.0, (float(val) + mdl.obj_const - shave) * agg.t0 * (1 - 1e-9)), agg, res
 
 
 _STATUS = {"optimal": 0, "time_limit": 1, "infeasible": 2}    # scipy.optimize.milp's codes; else 4

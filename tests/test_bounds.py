@@ -57,6 +57,22 @@ def test_capacity_bound_never_exceeds_the_brute_force_optimum(p):
         assert p.ideal_step_s + aggregate_bound(p, releases=True, tight=True)[0] <= r.step_time_s * (1 + 1e-9)
 
 
+def test_the_integral_bound_is_shaved_by_the_mip_tolerance():
+    """A case hypothesis found: a 6-op random DAG whose brute-force optimum runs at the ideal step.
+    HiGHS, at its default integrality tolerance (1e-6), ends the aggregated MILP with an optimum
+    and a dual bound of 1.05e-7 (of the forward time) where the true one is 0: shaved by the
+    LP's 1e-7 only, the bound was 2.7e-8 s above the optimum."""
+    p = Problem(random_dag(578, n_ops=6, max_bytes=5),
+                CostModel("unit", fwd_s=(1.0, 0.0, 1.0, 2.0, 1.0, 1.0), bwd_s=(2.0,) * 6,
+                          d2h_s=(4.0, 2.0, 5.0, 1.0, 4.0, 4.0, 1.0), h2d_s=(4.0, 2.0, 5.0, 1.0, 4.0, 4.0, 1.0)),
+                budget_bytes=19)
+    best = simulate(p, planners.get("brute").plan(p), detail=False).step_time_s
+    assert best == p.ideal_step_s == 18.0
+    extra, _, res = aggregate_bound(p, integral=True, time_limit_s=10)
+    assert res.status == 0 and res.fun > 1e-7         # the solver's own bound, above the optimum 0
+    assert p.ideal_step_s + extra <= best
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bound_never_exceeds_the_exact_optimum_on_the_milp_table(case):
     """tests/test_milp.py proves MILP == brute force on this table; the bound stays below both."""
@@ -380,7 +396,8 @@ def test_the_tight_decisions_fit_where_a_layer_is_rebuilt_as_one_segment():
     """`tiny` 2 layers at 0.4: rebuilding L0.mlp.gelu re-runs L0.mlp.fc1 in the same stage, so
     fc1 holds its 16 KiB through the backward steps above its own. Before the ``seg`` rows the
     tight MILP counted it absent there and its decisions needed 75,008 B at that recompute step
-    against a budget of 69,836 B; now they fit and simulate to its bound (proven)."""
+    against a budget of 69,836 B; now they fit and simulate to its bound (proven: to the bound's
+    shave, 1e-6 of the forward time)."""
     from slackswap.mip.aggregate import build
     from slackswap.planners.milp.beyond import _aggregate_plan
 
@@ -390,7 +407,7 @@ def test_the_tight_decisions_fit_where_a_layer_is_rebuilt_as_one_segment():
     assert any(n.startswith("seg[") for n in agg.model.row_names)
     assert not any(n.startswith("seg[") for n in build(p, integral=True, releases=True).model.row_names)
     r = simulate(p, _aggregate_plan(planners.get("milp"), p, agg, res), detail=False)
-    assert r.fits and r.step_time_s == pytest.approx(p.ideal_step_s + extra, rel=1e-7)
+    assert r.fits and p.ideal_step_s + extra <= r.step_time_s <= p.ideal_step_s + extra + 1.01e-6 * agg.t0
 
 
 @pytest.mark.parametrize("layers, budget", [(2, 0.4), (3, 0.5)])
