@@ -127,7 +127,8 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     solution found) the dual bound of the MILP reached after ``node_limit``
     branch-and-bound nodes (a work limit: the same result on any machine) or ``time_limit_s``
     seconds, whichever comes first; ``releases`` adds the per-copy release rows (``build``), for
-    a few dozen planning tensors, and ``tight`` with them the ``rho_by``, ``o`` and ``seg`` rows. Returns
+    a few dozen planning tensors, and ``tight`` with them the ``rho_by``, ``o`` and ``seg`` rows
+    (without ``releases`` HiGHS's symmetry detection is off: ``_solve_pooled``). Returns
     ``(seconds, Aggregate or None, scipy result or None)``; 0.0 when nothing is proven (result
     None with a constant row that fails, ``Aggregate.model.infeasible``: no plan fits). Shaved by
     the solver's feasibility tolerance, in units of the forward time: the LP's primal one (1e-7),
@@ -145,7 +146,7 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     if mdl.infeasible:
         return 0.0, agg, None
     if integral:
-        res = _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit)
+        res = _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=releases)
         val = res.mip_dual_bound
         if res.status == 0 and res.fun is not None:      # proven optimal (within mip_rel_gap)
             val = res.fun - mip_rel_gap * abs(res.fun) if val is None else val
@@ -168,7 +169,7 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
 _STATUS = {"optimal": 0, "time_limit": 1, "infeasible": 2}    # scipy.optimize.milp's codes; else 4
 
 
-def _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit):
+def _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=True):
     """The aggregated MILP ``mdl`` solved by HiGHS in this process (``mip.backends._run``, with
     HiGHS's own feasibility tolerances, as ``scipy.optimize.milp`` uses them: the bound is shaved
     for them; with the exact model's 1e-9 the tight MILP at ``tiny`` 4 layers 0.4 stopped at its
@@ -177,14 +178,19 @@ def _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit):
     ``x``, ``fun``, ``mip_dual_bound``, ``mip_node_count``) and ``solutions``: every integer
     solution the search found, in the order found. Each is a set of decisions that satisfies the
     relaxation; the planner judges them all by simulation, since the one with the least relaxed
-    time need not simulate fastest (docs/milp.md section 7, "The solution pool")."""
+    time need not simulate fastest (docs/milp.md section 7, "The solution pool").
+    ``symmetry``: HiGHS's symmetry detection; ``aggregate_bound`` turns it off without the
+    release rows (the full-size presets): on llama-7b at 0.3 the search then processes 3,631
+    nodes in 60 s against 316, and a restart lifts the bound; with them (small models) it stays
+    on: without it `tiny` 4 layers at 0.4 is no longer proven (docs/milp.md section 7)."""
     import numpy as np
     from scipy.optimize import OptimizeResult
 
     from .mip.backends import _flat, _highs, _run
 
     r = _run(_highs(_flat(mdl)), True, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, threads=None,
-             seed=0, relax=False, deadline=None, node_limit=node_limit, pool=True, strict=False)
+             seed=0, relax=False, deadline=None, node_limit=node_limit, pool=True, strict=False,
+             symmetry=symmetry)
     return OptimizeResult(status=_STATUS.get(r.status, 4), message=r.message or r.status,
                           x=None if r.x is None else np.asarray(r.x, float),
                           fun=None if r.x is None else r.objective, mip_dual_bound=r.bound,

@@ -110,6 +110,54 @@ def test_aggregated_milp_is_stopped_by_work_not_seconds():
     assert planners.get("milp").params["aggregate_nodes"] == 20
 
 
+def test_aggregated_milp_without_a_node_limit_runs_to_its_own_proof():
+    """``aggregate_nodes=None``: no node limit (its time cap only). GPT-2 with 8 layers at 0.8
+    (125 planning tensors, no release rows): after 20 nodes the MILP's bound is 63.296 ms; without
+    the limit HiGHS proves its optimum, 63.352 ms, after about 1,700 nodes (4 s)."""
+    import re
+
+    p = Problem.build("gpt2", "a100-80gb", 0.8, layers=8)
+    runs = {n: planners.get("milp", aggregate_nodes=n, improve_sims=0).plan(p) for n in (20, None)}
+    nodes = {n: int(re.search(r"aggregated MILP after (\d+) nodes", r.info.message).group(1))
+             for n, r in runs.items()}
+    assert nodes[20] <= 40 < nodes[None], nodes
+    assert "stopped by the time limit" not in runs[None].info.message
+    assert runs[None].info.lower_bound > runs[20].info.lower_bound + 1e-5      # 0.056 ms higher
+    for r in runs.values():
+        assert r.info.lower_bound <= simulate(p, r, detail=False).step_time_s
+    assert planners.get("milp", aggregate_nodes=None).params["aggregate_nodes"] is None
+
+
+def test_the_aggregated_milp_detects_symmetry_only_with_release_rows(monkeypatch):
+    """HiGHS's symmetry detection slows the full-size presets' aggregated MILP (no release rows)
+    and is needed for `tiny` 4 layers (with them): ``_run`` sets it off only when asked."""
+    import highspy
+
+    from slackswap import bounds
+    from slackswap.mip import backends
+
+    seen = []
+    real = backends._run
+
+    def spy(h, *a, **kw):
+        res = real(h, *a, **kw)
+        seen.append(_option(h, "mip_detect_symmetry"))
+        return res
+
+    monkeypatch.setattr(backends, "_run", spy)
+    p = Problem.build("tiny", "a100-80gb", 0.5, layers=1)
+    for releases in (False, True):
+        bounds.aggregate_bound(p, integral=True, node_limit=5, releases=releases)
+    assert seen == [False, True]
+    assert _option(highspy.Highs(), "mip_detect_symmetry") is True       # HiGHS's default
+
+
+def _option(h, name):
+    """A HiGHS option's value (highspy returns ``(status, value)``)."""
+    v = h.getOptionValue(name)
+    return v[-1] if isinstance(v, tuple) else v
+
+
 def test_exact_path_without_swaps_starts_from_every_heuristic():
     """Swaps off, exact model on a 48-layer chain, a short limit: the warm start is dp-checkpoint's
     plan (keep-all and recompute-all do not fit)."""

@@ -46,7 +46,7 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
     sims = self._improve_work(problem)
     if deadline is not None and sims:   # leave the incumbent search half the time
         left = min(left, 0.5 * (deadline - time.perf_counter()))
-    if left > 0.5 and self.aggregate_nodes > 0 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
+    if left > 0.5 and self.aggregate_nodes != 0 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
         t_agg = time.perf_counter()
         nodes, releases = self._aggregate_work(problem)
         extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,

@@ -90,7 +90,8 @@ class MilpPlanner:
     the aggregated relaxation (``slackswap.mip.aggregate``; its LP, then its MILP for
     ``aggregate_nodes`` branch-and-bound nodes, a work limit, with ``aggregate_time_s`` seconds as
     a safety cap; None: ``AGGREGATE_TIME_S``, ``SMALL_AGGREGATE_TIME_S`` up to
-    ``SMALL_AGGREGATE_TENSORS`` planning tensors), returns the better of the warm start and the
+    ``SMALL_AGGREGATE_TENSORS`` planning tensors; ``aggregate_nodes=None``: no node limit, the
+    MILP runs until that cap or its share of the time limit), returns the better of the warm start and the
     aggregated MILP's decisions as judged by the simulator, with the certified lower bound and
     the proven gap between them: status OPTIMAL when that gap is at most ``mip_rel_gap``, else
     FEASIBLE; the message says which bound and which incumbent. Before that, while the gap is
@@ -128,7 +129,7 @@ class MilpPlanner:
         allow_recompute: bool = True
         max_tree_nodes: PosInt = 4000
         max_exact_tensors: NonNegInt = 40
-        aggregate_nodes: NonNegInt = 20
+        aggregate_nodes: NonNegInt | None = 20
         aggregate_time_s: NonNegFloat | None = None
         presolve: Annotated[Literal[True, False, "auto"], BeforeValidator(_presolve)] = "auto"
         improve_sims: NonNegInt | None = None
@@ -139,7 +140,7 @@ class MilpPlanner:
     def __init__(self, solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-9,
                  threads: int | None = None, seed: int = 0, warm_start: bool = True, write_lp=None,
                  allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
-                 max_exact_tensors: int = 40, aggregate_nodes: int = 20, aggregate_time_s: float | None = None,
+                 max_exact_tensors: int = 40, aggregate_nodes: int | None = 20, aggregate_time_s: float | None = None,
                  presolve="auto", improve_sims: int | None = None, cutoff: bool = True, aggregate_rows: bool = True,
                  hold_points: bool = False):
         args = {k: v for k, v in locals().items() if k in self.Params.model_fields}
@@ -352,7 +353,8 @@ class MilpPlanner:
         except up to ``SMALL_AGGREGATE_TENSORS`` planning tensors, where it is small: at least
         ``SMALL_AGGREGATE_NODES`` nodes and the release rows."""
         if len(problem.planning_ids) <= SMALL_AGGREGATE_TENSORS:
-            return max(self.aggregate_nodes, SMALL_AGGREGATE_NODES), True
+            return (None if self.aggregate_nodes is None
+                    else max(self.aggregate_nodes, SMALL_AGGREGATE_NODES)), True
         return self.aggregate_nodes, False
 
     def _aggregate_proof(self, problem, warm, src, wall, deadline, until):
@@ -375,7 +377,7 @@ class MilpPlanner:
         left = self._aggregate_time(problem)
         if deadline is not None:
             left = min(left, 0.25 * (deadline - time.perf_counter()))
-        if not self.aggregate_nodes or not self._cap_in_time(problem) or left <= 0.5:
+        if self.aggregate_nodes == 0 or not self._cap_in_time(problem) or left <= 0.5:
             if self._improve_work(problem):
                 warm, src = self._improved_warm(problem, warm, src, until)
             return None, warm, src
