@@ -131,9 +131,10 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     (without ``releases`` HiGHS's symmetry detection is off: ``_solve_pooled``). Returns
     ``(seconds, Aggregate or None, scipy result or None)``; 0.0 when nothing is proven (result
     None with a constant row that fails, ``Aggregate.model.infeasible``: no plan fits). Shaved by
-    the solver's feasibility tolerance, in units of the forward time: the LP's primal one (1e-7),
-    the MILP's integrality one (HiGHS's ``mip_feasibility_tolerance``, 1e-6; a MILP bound above
-    the optimum by 1.05e-7 was seen, ``test_the_integral_bound_is_shaved_by_the_mip_tolerance``)."""
+    the solver's feasibility tolerance, in units of the forward time: the LP's primal one
+    (``LP_SHAVE``, 1e-7), the MILP's integrality one (``MIP_SHAVE``, HiGHS's
+    ``mip_feasibility_tolerance``, 1e-6; a MILP bound above the optimum by 1.05e-7 was seen,
+    ``test_the_integral_bound_is_shaved_by_the_mip_tolerance``)."""
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp
 
@@ -162,9 +163,13 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
         val = res.fun if res.status == 0 else None
     if val is None or not math.isfinite(val):
         return 0.0, agg, res
-    shave = 1e-6 if integral else 1e-7
+    shave = MIP_SHAVE if integral else LP_SHAVE
     return max(0.0, (float(val) + mdl.obj_const - shave) * agg.t0 * (1 - 1e-9)), agg, res
 
+
+#: what ``aggregate_bound`` takes off a solver's bound, in units of the forward time: HiGHS's
+#: primal feasibility tolerance for the LP, its integrality tolerance for the MILP
+LP_SHAVE, MIP_SHAVE = 1e-7, 1e-6
 
 _STATUS = {"optimal": 0, "time_limit": 1, "infeasible": 2}    # scipy.optimize.milp's codes; else 4
 
