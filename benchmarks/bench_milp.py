@@ -8,8 +8,10 @@
     python benchmarks/bench_milp.py gaps --time-limit 60   # the presets at budgets 0.2-0.9
     python benchmarks/bench_milp.py gaps bert-large --budgets 0.3 --time-limit none --improve-sims 2000
     python benchmarks/bench_milp.py gaps llama-7b --budgets 0.2 0.3 --time-limit 60 --aggregate-nodes none
+    python benchmarks/bench_milp.py gaps --time-limit 60 --aggregate-solver highs+scip --aggregate-nodes none --improve-sims 0
     python benchmarks/bench_milp.py relax tiny --layers 1 2 3 4 --budget 0.7 --aggregate-nodes 2000
     python benchmarks/bench_milp.py small tiny --layers 3 4 --budgets 0.4 0.5 0.6 0.7
+    python benchmarks/bench_milp.py binding llama-7b --budgets 0.2 0.3
 
 ``full`` / ``layers``: the ``milp`` planner above ``max_exact_tensors`` (docs/milp.md section 7):
 wall time, incumbent, certified bound, proven gap and the aggregated model's size, once with the
@@ -18,9 +20,10 @@ branch-and-bound nodes, a work limit; ``--aggregate-time`` seconds as a safety c
 ``gaps``: the ``milp`` planner on each preset at budgets 0.2, 0.3, ..., 0.9 under ``--time-limit``
 seconds, once without the incumbent search (``improve_sims=0``) and once with it, bounded by the
 time limit alone (issue 14's target: proven gap <= 0.1% within 60 s), or with ``--improve-sims N``
-by N simulations (a work limit: with ``--time-limit none`` the same plans on any machine);
+by N simulations (a work limit: with ``--time-limit none`` the same plans on any machine; 0:
+only the first column);
 the aggregated MILP stops after ``--aggregate-nodes`` nodes (20, the planner's default; ``none``:
-at its share of the time limit only).
+at its share of the time limit only), on ``--aggregate-solver`` (HiGHS, SCIP, or both at once).
 ``exact``: the exact formulation (section 1-6) on small models: build time, size, status.
 ``relax``: the aggregated relaxation alone (section 7) on cut presets, without and with its
 per-copy release rows (``releases``), and with those and its tight rows (``tight``, the
@@ -29,6 +32,9 @@ MILP's bound after ``--aggregate-nodes`` nodes (a work limit; ``--aggregate-time
 ``small``: the ``milp`` planner with its defaults (no time limit) on cut models at ``--layers``
 x ``--budgets``: wall time, status, incumbent, certified bound, proven gap, and where each came
 from (its message).
+``binding``: where the aggregated relaxation's LP bound comes from (``bounds.binding_rows``): on
+each model x ``--budgets``, the LP bound, how many rows bind (a nonzero dual) out of all, the
+memory rows among them (the step and its op, the dual) and the count per row family.
 Prints markdown rows (the tables in benchmarks/README.md come from here).
 """
 
@@ -84,17 +90,20 @@ def gaps(a) -> None:
                 print(f"| {name} | {b} | no problem: {e} | | | | | |", flush=True)
                 continue
             cells = []
-            for sims in (0, 10**9 if a.improve_sims is None else a.improve_sims):
+            # --improve-sims 0: the search is off in both columns, so the second is not run
+            for sims in (0,) if a.improve_sims == 0 else (0, 10**9 if a.improve_sims is None else a.improve_sims):
                 t0 = time.perf_counter()
                 plan = planners.get("milp", time_limit_s=a.time_limit, improve_sims=sims,
-                                    aggregate_nodes=a.aggregate_nodes, threads=a.threads).plan(p)
+                                    aggregate_nodes=a.aggregate_nodes, threads=a.threads,
+                                    aggregate_solver=a.aggregate_solver).plan(p)
                 wall = time.perf_counter() - t0
                 i = plan.info
                 r = simulate(p, plan, detail=False)
                 assert r.fits and abs(r.step_time_s - i.objective) <= 1e-9 * r.step_time_s
                 cells.append((i, wall))
-            (i0, w0), (i1, w1) = cells
-            print(f"| {name} | {b} | {100 * i0.gap:.3f}% | {w0:.1f} s | {100 * i1.gap:.3f}% | {w1:.1f} s | "
+            (i0, w0), (i1, w1) = cells[0], cells[-1]
+            on = f"{100 * i1.gap:.3f}% | {w1:.1f} s" if len(cells) > 1 else "not run (--improve-sims 0) |"
+            print(f"| {name} | {b} | {100 * i0.gap:.3f}% | {w0:.1f} s | {on} | "
                   f"{i1.objective * 1e3:.2f} ms | {i1.lower_bound * 1e3:.2f} ms |", flush=True)
 
 
@@ -179,7 +188,8 @@ def relax(a) -> None:
                 t0 = time.perf_counter()
                 lp = p.ideal_step_s + aggregate_bound(p, releases=rel, tight=tight)[0]
                 extra, agg, res = aggregate_bound(p, integral=True, node_limit=a.aggregate_nodes,
-                                                  time_limit_s=a.aggregate_time, releases=rel, tight=tight)
+                                                  time_limit_s=a.aggregate_time, releases=rel, tight=tight,
+                                                  solver=a.aggregate_solver)
                 wall = time.perf_counter() - t0
                 cols = len(agg.model.names) if agg is not None else 0
                 bins = sum(agg.model.integer) if agg is not None else 0
@@ -266,18 +276,58 @@ def small(a) -> None:
                       flush=True)
 
 
+def binding(a) -> None:
+    from collections import Counter
+
+    from slackswap.bounds import binding_rows
+    from slackswap.mip.aggregate import build
+
+    print("| model | budget | LP bound | binding rows | memory rows that bind (step: dual) | binding rows per family |")
+    print("|---" * 6 + "|")
+    for name in a.models or FULL:
+        for b in a.budgets:
+            try:
+                p = Problem.build(name, a.hardware, b)
+                extra, rows = binding_rows(p)
+            except BudgetError as e:
+                print(f"| {name} | {b} | no problem: {e} | | | |", flush=True)
+                continue
+            except SlackSwapError as e:
+                raise SystemExit(f"bench_milp.py binding: {e}") from None
+            if extra is None:
+                print(f"| {name} | {b} | the ideal step: no step exceeds the budget under keep-all | | | |", flush=True)
+                continue
+            ops = p.graph.ops
+            total = len(build(p).model.rows)
+            mem = []
+            for row, d in rows:
+                fam, _, idx = row.partition("[")
+                if fam in ("mem_fwd", "mem_bwd"):
+                    k = int(idx.rstrip("]"))
+                    where = f"forward step {k} ({ops[k].name})" if fam == "mem_fwd" else \
+                        f"backward step of op {k} ({ops[k].name})"
+                    mem.append(f"{where}: {d:.3g}")
+            fams = ", ".join(f"{f} {c}" for f, c in Counter(r.split("[")[0] for r, _ in rows).most_common())
+            unit, u = (1e6, "us") if p.ideal_step_s < 1e-3 else (1e3, "ms")
+            print(f"| {name} | {b} | {(p.ideal_step_s + extra) * unit:.2f} {u} | {len(rows):,} of {total:,} | "
+                  f"{'; '.join(mem) or 'none (the LP bound is the ideal step)'} | {fams} |", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=["full", "layers", "backends", "exact", "sizes", "gaps", "relax", "small"])
+    ap.add_argument("mode", choices=["full", "layers", "backends", "exact", "sizes", "gaps", "relax", "small",
+                                         "binding"])
     ap.add_argument("models", nargs="*")
     ap.add_argument("--hardware", default="a100-80gb")
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--aggregate-nodes", type=_nodes, default=20, help="branch-and-bound nodes for the aggregated MILP, or 'none' (no node limit: its time cap only; exact mode: 0 always builds the exact model)")
+    ap.add_argument("--aggregate-solver", choices=["highs", "scip", "highs+scip"], default="highs",
+                    help="gaps and relax modes: the aggregated MILP's solver (milp aggregate_solver)")
     ap.add_argument("--aggregate-time", type=float, default=60.0, help="safety cap in seconds for the aggregated MILP")
     ap.add_argument("--time-limit", type=_limit, default=20.0,
                     help="exact and gaps modes: time_limit_s in seconds, or 'none' (no limit)")
     ap.add_argument("--budgets", type=float, nargs="+", default=[0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
-                    help="gaps and small modes: budgets (fractions of the keep-all peak)")
+                    help="gaps, small and binding modes: budgets (fractions of the keep-all peak)")
     ap.add_argument("--improve-sims", type=_count, default=None,
                     help="gaps mode: the search's simulations in the 'improve on' column (default: until the time limit)")
     ap.add_argument("--layers", type=int, nargs="*", default=[1, 2], help="exact, sizes, relax and small modes: layer counts")
@@ -292,7 +342,7 @@ def main(argv=None):
     ap.add_argument("--solver", default="highs", help="exact mode: milp solver (highs, cbc, cvxpy, scip, cpsat)")
     a = ap.parse_args(argv)
     {"full": full, "layers": layers, "backends": backends, "exact": exact, "sizes": sizes, "gaps": gaps,
-     "relax": relax, "small": small}[a.mode](a)
+     "relax": relax, "small": small, "binding": binding}[a.mode](a)
 
 
 if __name__ == "__main__":

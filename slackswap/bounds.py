@@ -120,7 +120,7 @@ def capacity_bound(problem) -> float:
 
 def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None = None,
                     mip_rel_gap: float = 1e-6, node_limit: int | None = None, releases: bool = False,
-                    tight: bool = False):
+                    tight: bool = False, solver: str = "highs"):
     """Least extra time (seconds over the ideal step) of the aggregated relaxation
     (``slackswap/mip/aggregate.py``), solved by HiGHS: its LP optimum (``scipy.optimize.milp``),
     or with ``integral`` (highspy, ``_solve_pooled``: its result also holds every integer
@@ -128,7 +128,11 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     branch-and-bound nodes (a work limit: the same result on any machine) or ``time_limit_s``
     seconds, whichever comes first; ``releases`` adds the per-copy release rows (``build``), for
     a few dozen planning tensors, and ``tight`` with them the ``rho_by``, ``o`` and ``seg`` rows
-    (without ``releases`` HiGHS's symmetry detection is off: ``_solve_pooled``). Returns
+    (without ``releases`` HiGHS's symmetry detection is off: ``_solve_pooled``). ``solver``
+    (with ``integral``): ``"highs"``, or ``"scip"``, SCIP through OR-Tools (``_solve_scip``;
+    ``pip install slackswap[ortools]``), whose dual bound rises faster on the full-size presets'
+    MILP at low budgets (llama-7b at 0.2: 1798.69 ms after 20 nodes against HiGHS's 1794.04 ms;
+    docs/milp.md section 7). Returns
     ``(seconds, Aggregate or None, scipy result or None)``; 0.0 when nothing is proven (result
     None with a constant row that fails, ``Aggregate.model.infeasible``: no plan fits). Shaved by
     the solver's feasibility tolerance, in units of the forward time: the LP's primal one
@@ -140,17 +144,23 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
 
     from .mip.aggregate import build
 
+    if solver not in AGGREGATE_SOLVERS:
+        from .errors import ConfigError
+
+        raise ConfigError(f"aggregate_bound(solver): one of {', '.join(AGGREGATE_SOLVERS)}; got {solver!r}")
     agg = build(problem, integral=integral, releases=releases, tight=tight)
     if agg is None:
         return 0.0, None, None
     mdl = agg.model
     if mdl.infeasible:
         return 0.0, agg, None
-    if integral:
-        res = _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=releases)
+    if integral and solver == "highs+scip":
+        res = _solve_both(mdl, time_limit_s, mip_rel_gap, node_limit, releases)
         val = res.mip_dual_bound
-        if res.status == 0 and res.fun is not None:      # proven optimal (within mip_rel_gap)
-            val = res.fun - mip_rel_gap * abs(res.fun) if val is None else val
+    elif integral:
+        res = _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit) if solver == "scip" else \
+            _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=releases)
+        val = _dual(res, mip_rel_gap)
     else:
         obj = np.zeros(len(mdl.names))
         for v, cf in mdl.obj.items():
@@ -164,7 +174,52 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     if val is None or not math.isfinite(val):
         return 0.0, agg, res
     shave = MIP_SHAVE if integral else LP_SHAVE
-    return max(0.0, (float(val) + mdl.obj_const - shave) * agg.t0 * (1 - 1e-9)), agg, res
+    if not integral:        # scipy's milp leaves the objective's constant out; HiGHS and SCIP count it
+        val = float(val) + mdl.obj_const
+    return max(0.0, (float(val) - shave) * agg.t0 * (1 - 1e-9)), agg, res
+
+
+def binding_rows(problem, releases: bool = False, tol: float = 1e-7):
+    """Where the aggregated relaxation's LP bound comes from: ``(extra, rows)``, its LP optimum
+    (seconds over the ideal step, unshaved: a diagnostic, not a certified bound; that is
+    ``aggregate_bound``) and the rows whose dual value exceeds ``tol`` in magnitude, as
+    ``[(row name, |dual|)]`` in the model's row order (None, [] when no step exceeds the budget
+    under keep-all). By LP duality the rows with a zero dual can be dropped without changing the
+    optimum, so these rows alone carry the bound; when it is above zero a memory row
+    (``mem_fwd`` / ``mem_bwd``, or ``mem_rel`` with ``releases``) is among them, since without
+    the memory rows every decision at zero is optimal. The families are named in
+    ``slackswap/mip/aggregate.py`` and docs/milp.md section 7
+    (``python benchmarks/bench_milp.py binding``)."""
+    from .mip.aggregate import build
+    from .mip.backends import _flat, _highs
+
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
+        from .errors import ConfigError
+
+        raise ConfigError(f"binding_rows(tol): a number >= 0; got {tol!r}")
+    agg = build(problem, integral=False, releases=releases)
+    if agg is None:
+        return None, []
+    mdl = agg.model
+    if mdl.infeasible:
+        from .errors import BudgetError
+
+        raise BudgetError(f"the aggregated relaxation is infeasible (row {mdl.infeasible[0]}): no plan fits the budget")
+    h = _highs(_flat(mdl))
+    try:
+        h.run()
+    finally:
+        h.resetGlobalScheduler(True)
+    import highspy
+
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        from .errors import SlackSwapError
+
+        raise SlackSwapError(f"binding_rows: HiGHS ended the LP with {h.modelStatusToString(h.getModelStatus())}")
+    duals = h.getSolution().row_dual
+    rows = [(name, abs(float(d))) for name, d in zip(mdl.row_names, duals, strict=True) if abs(d) > tol]
+    extra = h.getInfo().objective_function_value * agg.t0        # with the objective's constant
+    return float(extra), rows
 
 
 #: what ``aggregate_bound`` takes off a solver's bound, in units of the forward time: HiGHS's
@@ -172,6 +227,81 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
 LP_SHAVE, MIP_SHAVE = 1e-7, 1e-6
 
 _STATUS = {"optimal": 0, "time_limit": 1, "infeasible": 2}    # scipy.optimize.milp's codes; else 4
+#: the solvers of the aggregated MILP (``aggregate_bound(solver=...)``, the milp planner's
+#: ``aggregate_solver``); "highs+scip": both at once (``_solve_both``)
+AGGREGATE_SOLVERS = ("highs", "scip", "highs+scip")
+
+
+def _dual(res, mip_rel_gap):
+    """A MILP result's certified objective bound (before the shave): the solver's dual bound, or
+    when it proved its optimum within ``mip_rel_gap`` without one, that optimum less the gap."""
+    val = res.mip_dual_bound
+    if res.status == 0 and res.fun is not None:      # proven optimal (within mip_rel_gap)
+        val = res.fun - mip_rel_gap * abs(res.fun) if val is None else val
+    return val
+
+
+def _solve_both(mdl, time_limit_s, mip_rel_gap, node_limit, releases):
+    """The aggregated MILP on HiGHS and on SCIP at the same time, SCIP in a second thread (both
+    release the GIL), each with the node and time limits given: one result with the larger of
+    the two certified bounds (``_dual``; each holds for every plan) as ``mip_dual_bound``, the
+    faster of the two incumbents as ``x`` / ``fun``, status 0 when either proved its optimum,
+    ``solutions`` HiGHS's pool then SCIP's incumbent, and ``mip_node_count`` the larger count."""
+    import threading
+
+    from scipy.optimize import OptimizeResult
+
+    out: dict = {}
+
+    def run_scip():
+        try:
+            out["scip"] = _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit)
+        except BaseException as e:      # re-raised in the caller's thread
+            out["error"] = e
+
+    th = threading.Thread(target=run_scip, name="slackswap-aggregate-scip", daemon=True)
+    th.start()
+    try:
+        hi = _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=releases)
+    finally:
+        th.join()
+    if "error" in out:
+        raise out["error"]
+    sc = out["scip"]
+    duals = [v for v in (_dual(hi, mip_rel_gap), _dual(sc, mip_rel_gap)) if v is not None and math.isfinite(v)]
+    inc = min((r for r in (hi, sc) if r.x is not None), key=lambda r: r.fun, default=hi)
+    return OptimizeResult(status=0 if 0 in (hi.status, sc.status) else inc.status,
+                          message=f"HiGHS: {hi.message}; SCIP: {sc.message}", x=inc.x, fun=inc.fun,
+                          mip_dual_bound=max(duals) if duals else None,
+                          mip_node_count=max(r.mip_node_count or 0 for r in (hi, sc)),
+                          solutions=list(hi.solutions) + list(sc.solutions))
+
+
+def _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit):
+    """The aggregated MILP ``mdl`` solved by SCIP (OR-Tools, ``mip.ortools_backend``: feasibility
+    tolerance 1e-9, one thread, deterministic), as ``_solve_pooled``'s result: ``node_limit`` is
+    SCIP's ``limits/nodes`` (a work limit), ``mip_dual_bound`` SCIP's dual bound (with the
+    objective's constant, as HiGHS reports it; None when SCIP proves its optimum within
+    ``mip_rel_gap``: ``aggregate_bound`` then takes the optimum less that gap) and ``solutions``
+    its last incumbent only."""
+    import numpy as np
+    from scipy.optimize import OptimizeResult
+
+    from .errors import SlackSwapError
+    from .mip.ortools_backend import solve_ortools
+
+    try:
+        import ortools  # noqa: F401
+    except ImportError:
+        raise SlackSwapError("the aggregated MILP on 'scip' needs ortools: pip install slackswap[ortools]") from None
+    r = solve_ortools(mdl, "scip", time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, node_limit=node_limit)
+    x = None if r.x is None else np.asarray(r.x, float)
+    bound = None if r.bound is None else float(r.bound)
+    if r.status == "optimal":          # within mip_rel_gap: the bound as HiGHS's path takes it
+        bound = None
+    return OptimizeResult(status=_STATUS.get(r.status, 4), message=r.message or r.status, x=x,
+                          fun=None if x is None else float(r.objective), mip_dual_bound=bound,
+                          mip_node_count=r.nodes, solutions=[] if x is None else [x])
 
 
 def _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=True):

@@ -26,8 +26,11 @@ CPSAT_GRID = 1e4
 
 def solve_ortools(model, engine: str, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
                   start: dict[int, float] | None = None, deadline: float | None = None,
-                  grid: float = CPSAT_GRID) -> Result:
-    """Solve ``model`` with OR-Tools' ``engine`` ("scip" or "cpsat"; module docstring)."""
+                  grid: float = CPSAT_GRID, node_limit: int | None = None) -> Result:
+    """Solve ``model`` with OR-Tools' ``engine`` ("scip" or "cpsat"; module docstring).
+    ``node_limit`` (SCIP only: ``limits/nodes``, a work limit) stops the search after that many
+    branch-and-bound nodes; the result then has status "time_limit" with SCIP's dual bound (also
+    when SCIP found no solution by then), and ``nodes`` holds the nodes SCIP processed."""
     try:
         from ortools.linear_solver import pywraplp
     except ImportError:
@@ -72,15 +75,19 @@ def solve_ortools(model, engine: str, *, time_limit_s=None, mip_rel_gap=1e-9, th
             "catch_sigint_signal: false")
     else:
         s.SetSolverSpecificParametersAsString(
-            f"numerics/feastol = 1e-9\nrandomization/randomseedshift = {int(seed)}\nlimits/gap = {float(mip_rel_gap)}")
+            f"numerics/feastol = 1e-9\nrandomization/randomseedshift = {int(seed)}\nlimits/gap = {float(mip_rel_gap)}"
+            + (f"\nlimits/nodes = {int(node_limit)}" if node_limit is not None else ""))
     if start and not cpsat:
         s.SetHint([xs[i] for i in start], [float(v) for v in start.values()])
     st = s.Solve()
     if st == pywraplp.Solver.INFEASIBLE:
         return Result("infeasible", None, None, None)
+    nodes = None if cpsat else int(s.nodes())
     if st not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
-        if st == pywraplp.Solver.NOT_SOLVED:
-            return Result("time_limit", None, None, None)
+        if st == pywraplp.Solver.NOT_SOLVED:      # stopped by a limit before a solution: SCIP's bound
+            best = None if cpsat else s.Objective().BestBound()
+            return Result("time_limit", None, None, best if best is not None and math.isfinite(best) else None,
+                          nodes=nodes)
         return Result("error", None, None, None, f"OR-Tools {ENGINES[engine]} status {st}")
     x = [xs[i].solution_value() * scale[i] for i in range(len(xs))]
     val = model.objective_value(x)
@@ -88,4 +95,4 @@ def solve_ortools(model, engine: str, *, time_limit_s=None, mip_rel_gap=1e-9, th
         return Result("feasible", x, val, None, f"CP-SAT on a time grid of 1/{grid:g} ideal step: no bound")
     optimal = st == pywraplp.Solver.OPTIMAL
     bound = s.Objective().BestBound() if optimal or math.isfinite(s.Objective().BestBound()) else None
-    return Result("optimal" if optimal else "time_limit", x, val, val if optimal else bound)
+    return Result("optimal" if optimal else "time_limit", x, val, val if optimal else bound, nodes=nodes)

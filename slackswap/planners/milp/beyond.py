@@ -50,7 +50,8 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
         t_agg = time.perf_counter()
         nodes, releases = self._aggregate_work(problem)
         extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
-                                          mip_rel_gap=max(self.mip_rel_gap, 1e-6), releases=releases)
+                                          mip_rel_gap=max(self.mip_rel_gap, 1e-6), releases=releases,
+                                          solver=self.aggregate_solver)
         if agg is not None:
             size = agg.model.size()
             proven = bool(agg.model.infeasible) or getattr(res, "status", None) == 2

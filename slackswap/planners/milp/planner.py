@@ -21,6 +21,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
+from ...bounds import AGGREGATE_SOLVERS
 from ...errors import SlackSwapError
 from ...mip.backends import BACKENDS, solve
 from ...plan import Decision, Plan, SolveInfo, Status, validate
@@ -78,7 +79,7 @@ class MilpPlanner:
     """``milp(solver="highs", time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
     warm_start=True, write_lp=None, allow_swap=True, allow_recompute=True, max_tree_nodes=4000,
     max_exact_tensors=40, aggregate_nodes=20, aggregate_time_s=None, presolve="auto", improve_sims=None,
-    cutoff=True, aggregate_rows=True, hold_points=False)``.
+    cutoff=True, aggregate_rows=True, hold_points=False, aggregate_solver="highs")``.
 
     The warm start (and fallback incumbent) is the fastest fitting plan of keep-all, recompute-all
     and every registered heuristic that respects ``allow_swap`` / ``allow_recompute``. The exact
@@ -91,7 +92,10 @@ class MilpPlanner:
     ``aggregate_nodes`` branch-and-bound nodes, a work limit, with ``aggregate_time_s`` seconds as
     a safety cap; None: ``AGGREGATE_TIME_S``, ``SMALL_AGGREGATE_TIME_S`` up to
     ``SMALL_AGGREGATE_TENSORS`` planning tensors; ``aggregate_nodes=None``: no node limit, the
-    MILP runs until that cap or its share of the time limit), returns the better of the warm start and the
+    MILP runs until that cap or its share of the time limit; ``aggregate_solver``: HiGHS,
+    ``"scip"``, SCIP through OR-Tools, whose bound rises faster at llama-7b's low budgets but
+    whose 20 nodes take 46-64 s there, or ``"highs+scip"``, both at once with the larger bound and
+    both solvers' plans: docs/milp.md section 7), returns the better of the warm start and the
     aggregated MILP's decisions as judged by the simulator, with the certified lower bound and
     the proven gap between them: status OPTIMAL when that gap is at most ``mip_rel_gap``, else
     FEASIBLE; the message says which bound and which incumbent. Before that, while the gap is
@@ -136,13 +140,14 @@ class MilpPlanner:
         cutoff: bool = True
         aggregate_rows: bool = True
         hold_points: bool = False
+        aggregate_solver: Literal[AGGREGATE_SOLVERS] = "highs"
 
     def __init__(self, solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-9,
                  threads: int | None = None, seed: int = 0, warm_start: bool = True, write_lp=None,
                  allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
                  max_exact_tensors: int = 40, aggregate_nodes: int | None = 20, aggregate_time_s: float | None = None,
                  presolve="auto", improve_sims: int | None = None, cutoff: bool = True, aggregate_rows: bool = True,
-                 hold_points: bool = False):
+                 hold_points: bool = False, aggregate_solver: str = "highs"):
         args = {k: v for k, v in locals().items() if k in self.Params.model_fields}
         self._set(check_params("milp", self.Params, **args))
 
@@ -158,7 +163,8 @@ class MilpPlanner:
                 "max_exact_tensors": self.max_exact_tensors, "aggregate_nodes": self.aggregate_nodes,
                 "aggregate_time_s": self.aggregate_time_s,
                 "presolve": self.presolve, "improve_sims": self.improve_sims, "cutoff": self.cutoff,
-                "aggregate_rows": self.aggregate_rows, "hold_points": self.hold_points}
+                "aggregate_rows": self.aggregate_rows, "hold_points": self.hold_points,
+                "aggregate_solver": self.aggregate_solver}
 
     def _check(self):
         """Parse the parameters (also after an attribute was changed) by ``Params``."""
@@ -189,12 +195,13 @@ class MilpPlanner:
                 import cvxpy  # noqa: F401
             except ImportError:
                 raise SlackSwapError("milp solver 'cvxpy' needs cvxpy: pip install slackswap[cvxpy]") from None
-        if self.solver in ("scip", "cpsat"):
+        if self.solver in ("scip", "cpsat") or "scip" in self.aggregate_solver:
             try:
                 import ortools  # noqa: F401
             except ImportError:
-                raise SlackSwapError(f"milp solver {self.solver!r} needs ortools: "
-                                     "pip install slackswap[ortools]") from None
+                which = f"milp solver {self.solver!r}" if self.solver in ("scip", "cpsat") \
+                    else f"milp aggregate_solver {self.aggregate_solver!r}"
+                raise SlackSwapError(f"{which} needs ortools: pip install slackswap[ortools]") from None
         wall = clock.wall
         limit = self.time_limit_s
         # the post-processing (fixed-integer LP, two simulations) gets POST_SHARE of the limit
@@ -383,7 +390,8 @@ class MilpPlanner:
             return None, warm, src
         nodes, releases = self._aggregate_work(problem)
         extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
-                                          mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP), releases=releases)
+                                          mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP), releases=releases,
+                                          solver=self.aggregate_solver)
         if agg is not None and (agg.model.infeasible or res is None or (res.x is None and extra <= 0)):
             if self._improve_work(problem):       # nothing proven (or no plan fits: the exact model says which)
                 warm, src = self._improved_warm(problem, warm, src, until)
@@ -444,7 +452,7 @@ class MilpPlanner:
             return None, None
         extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
                                           mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP), releases=True,
-                                          tight=True)
+                                          tight=True, solver=self.aggregate_solver)
         if agg is None or agg.model.infeasible or res is None or (res.x is None and extra <= 0):
             return None, None
         return float(problem.ideal_step_s) + extra, _aggregate_plan(self, problem, agg, res)
