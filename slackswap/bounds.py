@@ -129,10 +129,11 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     seconds, whichever comes first; ``releases`` adds the per-copy release rows (``build``), for
     a few dozen planning tensors, and ``tight`` with them the ``rho_by``, ``o`` and ``seg`` rows
     (without ``releases`` HiGHS's symmetry detection is off: ``_solve_pooled``). ``solver``
-    (with ``integral``): ``"highs"``, or ``"scip"``, SCIP through OR-Tools (``_solve_scip``;
+    (with ``integral``): ``"highs"``; ``"scip"``, SCIP through OR-Tools (``_solve_scip``;
     ``pip install slackswap[ortools]``), whose dual bound rises faster on the full-size presets'
     MILP at low budgets (llama-7b at 0.2: 1798.69 ms after 20 nodes against HiGHS's 1794.04 ms;
-    docs/milp.md section 7). Returns
+    docs/milp.md section 7); or ``"highs+scip"``, both at once, the larger bound
+    (``_solve_both``). Returns
     ``(seconds, Aggregate or None, scipy result or None)``; 0.0 when nothing is proven (result
     None with a constant row that fails, ``Aggregate.model.infeasible``: no plan fits). Shaved by
     the solver's feasibility tolerance, in units of the forward time: the LP's primal one
