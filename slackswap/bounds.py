@@ -288,18 +288,13 @@ def _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit):
     import numpy as np
     from scipy.optimize import OptimizeResult
 
-    from .errors import SlackSwapError
+    # without OR-Tools, solve_ortools says "pip install slackswap[ortools]"
     from .mip.ortools_backend import solve_ortools
 
-    try:
-        import ortools  # noqa: F401
-    except ImportError:
-        raise SlackSwapError("the aggregated MILP on 'scip' needs ortools: pip install slackswap[ortools]") from None
     r = solve_ortools(mdl, "scip", time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, node_limit=node_limit)
     x = None if r.x is None else np.asarray(r.x, float)
-    bound = None if r.bound is None else float(r.bound)
-    if r.status == "optimal":          # within mip_rel_gap: the bound as HiGHS's path takes it
-        bound = None
+    # proven within mip_rel_gap: no dual bound, as on HiGHS's path (``_dual`` takes the optimum less the gap)
+    bound = None if r.status == "optimal" or r.bound is None else float(r.bound)
     return OptimizeResult(status=_STATUS.get(r.status, 4), message=r.message or r.status, x=x,
                           fun=None if x is None else float(r.objective), mip_dual_bound=bound,
                           mip_node_count=r.nodes, solutions=[] if x is None else [x])
