@@ -312,19 +312,19 @@ def test_the_aggregated_bound_can_prove_the_warm_start_without_the_exact_model()
 
 
 def test_a_stopped_exact_solve_keeps_the_aggregated_bound_as_a_floor():
-    """GPT-2 with 4 layers at 0.9 (65 planning tensors, exact path forced): the aggregated MILP's
-    bound (40,634.63 us) is above the capacity LP's (40,616.16 us) but not at the warm start
-    (slack's plan, 40,636.59 us), so the exact model is solved; stopped by the time limit, the
-    certified bound is at least the aggregated MILP's. The aggregated MILP (about a second here)
-    gets a quarter of the time left after the warm start, so the limit leaves it room on a loaded
-    machine and the incumbent search, which would take the warm start's share, is off. (`tiny`
-    with 3 layers at 0.5 served here until the aggregated MILP's `rho_by` and `o` rows: it then
-    needed about 15 s; GPT-2 4 layers at 0.95 until the solution pool: one of the tight MILP's
-    solutions now meets its bound there, so the exact model is not built.)"""
+    """`tiny` with 3 layers at 0.5 (43 planning tensors, exact path forced): the aggregated MILP
+    proves its own optimum (31.335 us, about a second) above the capacity LP's bound (30.959 us)
+    but below every plan (the best, 31.419 us, needs its tight rows, whose second pass takes
+    longer than its quarter of the time left here), so the exact model is solved; stopped by the
+    time limit, the certified bound is at least the aggregated MILP's. The incumbent search,
+    which would take the warm start's share, is off. (GPT-2 with 4 layers at 0.95 served here
+    until the solution pool, and at 0.9 until the ``v_read`` rows and the release order of the
+    pool's plans: a solution of the tight MILP now meets its bound there, so the exact model is
+    not built.)"""
     from slackswap.bounds import aggregate_bound
     from slackswap.planners.milp.planner import SMALL_AGGREGATE_NODES
 
-    p = Problem.build("gpt2", "a100-80gb", 0.9, layers=4)
+    p = Problem.build("tiny", "a100-80gb", 0.5, layers=3)
     agg = p.ideal_step_s + aggregate_bound(p, integral=True, node_limit=SMALL_AGGREGATE_NODES, releases=True)[0]
     assert agg > capacity_bound(p)
     plan = planners.get("milp", max_exact_tensors=10**6, time_limit_s=12, improve_sims=0).plan(p)
