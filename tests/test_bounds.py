@@ -396,8 +396,8 @@ def test_lower_bound_options_are_checked():
         experiments.sweep(["tiny"], ["a100-80gb"], [0.5], ["slack"], bound={"integral_time_limit_s": -1})
 
 
-def _relaxation_at(p, agg, dec) -> float:
-    """The aggregated relaxation's optimum with its decisions fixed to ``dec`` (seconds)."""
+def _fixed_solve(p, agg, dec):
+    """The aggregated model solved with its decisions fixed to ``dec`` (scipy's result)."""
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp
 
@@ -419,7 +419,13 @@ def _relaxation_at(p, agg, dec) -> float:
                    options={"mip_rel_gap": 1e-9, "presolve": presolve})
         if res.status != 4:
             break
-    return math.inf if res.status != 0 else p.ideal_step_s + (res.fun + mdl.obj_const) * agg.t0
+    return res
+
+
+def _relaxation_at(p, agg, dec) -> float:
+    """The aggregated relaxation's optimum with its decisions fixed to ``dec`` (seconds)."""
+    res = _fixed_solve(p, agg, dec)
+    return math.inf if res.status != 0 else p.ideal_step_s + (res.fun + agg.model.obj_const) * agg.t0
 
 
 @pytest.mark.parametrize("layers, tries", [(2, 120), (3, 120)])
@@ -712,21 +718,6 @@ def test_the_pools_plans_take_the_d2h_order_of_their_solution():
 
 def _solution_at(p, agg, dec):
     """A solution of the aggregated model with its decisions fixed to ``dec`` (``_relaxation_at``'s)."""
-    import numpy as np
-    from scipy.optimize import Bounds, LinearConstraint, milp
-
-    from slackswap import Decision
-
-    mdl = agg.model
-    lb, ub = np.array(mdl.lb, float), np.array(mdl.ub, float)
-    for t in p.planning_ids:
-        for col, d in ((agg.rec.get(t), Decision.RECOMPUTE), (agg.swap.get(t), Decision.SWAP)):
-            if col is not None:
-                lb[col] = ub[col] = float(dec[t] is d)
-    obj = np.zeros(len(mdl.names))
-    for v, cf in mdl.obj.items():
-        obj[v] = cf
-    res = milp(obj, constraints=LinearConstraint(mdl.csr(), mdl.lo, mdl.hi),
-               integrality=np.asarray(mdl.integer, int), bounds=Bounds(lb, ub), options={"mip_rel_gap": 1e-9})
+    res = _fixed_solve(p, agg, dec)
     assert res.status == 0
     return res.x
