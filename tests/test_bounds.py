@@ -684,12 +684,12 @@ def test_the_pools_plans_take_the_d2h_order_of_their_solution():
     """`tiny` with 4 layers at 0.4: decisions that the tight relaxation rates at 41.53 us (its
     optimum) simulate to 51.13 us in the default D2H order, where the first backward step waits
     for layer 0's query behind a 10 us copy of its norm statistics; the relaxation holds for every
-    D2H order, and the orders read from its solution (``beyond._release_orders``: what it has
-    copied out first goes first) simulate to 41.53 us. The planner's ``_aggregate_plan`` tries
-    them and keeps the fastest."""
+    D2H order, and the order read from its solution (``beyond._release_order``: what it has
+    copied out first goes first) simulates to 41.53 us. The planner's ``_aggregate_plan`` tries
+    both and keeps the faster."""
     from slackswap import Decision
     from slackswap.mip.aggregate import build
-    from slackswap.planners.milp.beyond import _aggregate_plan, _release_columns, _release_orders
+    from slackswap.planners.milp.beyond import _aggregate_plan, _release_columns, _release_order
 
     p = Problem.build("tiny", "a100-80gb", 0.4, layers=4)
     swap = {"L0.attn.norm.stats", "L0.q"}
@@ -705,15 +705,15 @@ def test_the_pools_plans_take_the_d2h_order_of_their_solution():
     at = _relaxation_at(p, agg, dec)
     assert at < default * 0.9, (at, default)
     x = _solution_at(p, agg, dec)
-    orders = _release_orders(p, dec, _release_columns(p, agg), x)
-    assert orders and all([names[t] for t in o] == ["L0.q", "L0.attn.norm.stats"] for o in orders)
-    ordered = simulate(p, Plan(dec, d2h_order=orders[0]), detail=False).step_time_s
+    order = _release_order(p, dec, _release_columns(p, agg), x)
+    assert [names[t] for t in order] == ["L0.q", "L0.attn.norm.stats"]
+    ordered = simulate(p, Plan(dec, d2h_order=order), detail=False).step_time_s
     assert ordered == pytest.approx(at, rel=1e-6)
     res = type("Res", (), {"x": x, "solutions": []})()
     got = _aggregate_plan(planners.get("milp"), p, agg, res)
-    assert got.d2h_order == orders[0]
+    assert got.d2h_order == order
     # without release columns (the full-size model) there is no order to read
-    assert _release_orders(p, dec, _release_columns(p, build(p, integral=True)), x) == []
+    assert _release_order(p, dec, _release_columns(p, build(p, integral=True)), x) is None
 
 
 def _solution_at(p, agg, dec):

@@ -194,16 +194,19 @@ def rebuilt_inputs(graph, planning: set[int], rec) -> dict[int, list[tuple[int, 
 def rerun_readers(graph, planning: set[int], x) -> dict[int, list[int]]:
     """Tensor ``t`` -> the RECOMPUTE candidates ``y`` (in ``x``) whose regeneration reads ``t``: the
     producer of ``y`` reads ``t``, or an op that rebuilds one of its unsaved inputs (never resident
-    in the backward pass, so re-run with it, ``prerequisites``) does. When ``y`` is RECOMPUTE the
-    producer re-runs in a stage ``>= ms(y)``, so ``t`` is needed by then, whatever ``ms(t)``."""
+    in the backward pass, so re-run with it: the closure of ``prerequisites``) does. When ``y`` is
+    RECOMPUTE the producer re-runs in a stage ``>= ms(y)``, so ``t`` is needed by then, whatever
+    ``ms(t)``."""
+    first: dict[int, set[int]] = {}
+    for p, q in prerequisites(graph, planning):
+        first.setdefault(p, set()).add(q)
     out: dict[int, list[int]] = {}
     for y in x:
         c = graph.tensors[y].producer
         ops, stack = {c}, [c]
         while stack:
-            for inp in graph.ops[stack.pop()].inputs:
-                q = graph.tensors[inp].producer
-                if q is not None and inp not in planning and q not in ops:
+            for q in first.get(stack.pop(), ()):
+                if q not in ops:
                     ops.add(q)
                     stack.append(q)
         for t in dict.fromkeys(i for q in sorted(ops) for i in graph.ops[q].inputs):
@@ -460,6 +463,15 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
         if tight or j == n - 1:
             return [(-1, rerun(i)), (-1, beta[i]), (1, rerun(j)), (1, beta[j])]
         return [(-1, extra)]
+
+    def back_row(name: str, t: int, v: int, i: int, j: int, cond: list[int]) -> None:
+        """Tensor ``t`` absent at the backward step of op ``j`` (``v``) comes back, ``h2d_t`` long,
+        after that step ends and before ``S^b_i``, when every column of ``cond`` is 1: the stall
+        and re-runs between (``window``) cover what the steps strictly between do not."""
+        k = h2d(t) - (b_after[i] - b_after[j - 1]) / t0
+        if k > 0:
+            m.add_le(name, [(k, v)] + [(k, z) for z in cond] + window(i, j), k * len(cond))
+
     readers = rerun_readers(g, pset, x) if rel else {}
     for j in range(n):
         if need_b[j] > 0:
@@ -488,9 +500,7 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
                                                                  (-1, rerun(j)), (-1, beta[j])], 0)
                         # ... and not copied back yet: its issue stage is below j, so its copy back
                         # starts after step j ends and ends h2d_t later, before S^b_{ms(t)}
-                        k_t = h2d(t.id) - (b_after[ms[t.id]] - b_after[j - 1]) / t0
-                        if k_t > 0:
-                            m.add_le(f"v_back[{t.id},{j}]", [(k_t, v)] + window(ms[t.id], j), 0)
+                        back_row(f"v_back[{t.id},{j}]", t.id, v, ms[t.id], j, [])
                         # ... or before a re-run that reads it: the regeneration of a RECOMPUTE y,
                         # in a stage >= ms(y). At j <= ms(y) t is then resident; below, the copy
                         # back ends before that stage (the v_read rows)
@@ -498,9 +508,7 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
                             if ms[yv] >= j:
                                 m.add_le(f"v_held[{t.id},{j},{yv}]", [(1, v), (1, x[yv])], 1)
                             elif ms[yv] > ms[t.id]:
-                                k_y = h2d(t.id) - (b_after[ms[yv]] - b_after[j - 1]) / t0
-                                if k_y > 0:
-                                    m.add_le(f"v_read[{t.id},{j},{yv}]", [(k_y, v), (k_y, x[yv])] + window(ms[yv], j), k_y)
+                                back_row(f"v_read[{t.id},{j},{yv}]", t.id, v, ms[yv], j, [x[yv]])
                 m.add_le(f"Wb_rel[{j}]", [(1, wv)] + [(-size[t], v) for t, v in vs.items()], 0)
                 if not tight:
                     m.add_le(f"v_d2h[{j}]", [(d2h(t), v) for t, v in vs.items()] + [(-1, MT[n]), (-1, sig[n]),

@@ -61,9 +61,14 @@ class Schedule:
                                                     self.reads[self.swap_bwd[t][0]].index(t)))
 
     def d2h_queue(self, graph: Graph) -> list[int]:
-        """Default D2H order: production order, then position in the producer's outputs."""
-        return sorted(self.swap_fwd, key=lambda t: (graph.tensors[t].producer,
-                                                    graph.ops[graph.tensors[t].producer].outputs.index(t)))
+        """Default D2H order of this schedule's swapped tensors (``default_d2h_order``)."""
+        return default_d2h_order(graph, self.swap_fwd)
+
+
+def default_d2h_order(graph: Graph, swapped) -> list[int]:
+    """The default D2H order of the tensors ``swapped``: production order, then position in the
+    producer's outputs (docs/timeline.md 2)."""
+    return sorted(swapped, key=lambda t: (graph.tensors[t].producer, graph.ops[graph.tensors[t].producer].outputs.index(t)))
 
 
 def compile_schedule(graph: Graph, decisions: dict[int, Decision],

@@ -161,8 +161,10 @@ def _aggregate_plan(self, problem, agg, res):
         plan = Plan(dec, planner=self.name, params=self.params, problem_key=problem.key)
         if first is None:
             first = plan
-        plans = [plan] + [Plan(dec, planner=self.name, params=self.params, problem_key=problem.key, d2h_order=order)
-                          for order in _release_orders(problem, dec, released, xv)]
+        plans = [plan]
+        order = _release_order(problem, dec, released, xv)
+        if order is not None:
+            plans.append(Plan(dec, planner=self.name, params=self.params, problem_key=problem.key, d2h_order=order))
         for cand in plans:
             try:
                 r = simulate(problem, cand, detail=False)
@@ -186,26 +188,26 @@ def _release_columns(problem, agg) -> list[tuple[int, int, int]]:
     return out
 
 
-def _release_orders(problem, dec, released, xv) -> list[tuple[int, ...]]:
-    """D2H orders for the swapped tensors of ``dec`` read from an aggregated MILP solution ``xv``,
-    other than the default one (production order): the relaxation holds for every D2H order, so
-    its solutions may rely on another (at `tiny` 4 layers, 0.4, a solution whose decisions
-    simulate to 51.13 us in the default order, 41.53 us in this one, copies a small tensor out
-    first). The tensors it has copied out earliest go first (the first step whose release column,
-    ``u``, ``v`` or ``o``, is 1), the ones it never needs copied out last, ties in production
-    order. Empty without release columns, or when that is the default order. (A second order, the
-    one a D2H engine would take starting each copy with the most urgent tensor already made,
-    waiting for a more urgent one made before that copy would end, was tried and left out: it
-    gave no faster plan at GPT-2 with 4 layers at 0.95, where the pool's best solution needs an
-    order neither finds.)"""
+def _release_order(problem, dec, released, xv) -> tuple[int, ...] | None:
+    """A D2H order for the swapped tensors of ``dec`` read from an aggregated MILP solution ``xv``:
+    the relaxation holds for every D2H order, so its solutions may rely on one other than the
+    default (production order): at `tiny` 4 layers, 0.4, a solution whose decisions simulate to
+    51.13 us in the default order, 41.53 us in this one, copies a small tensor out first. The
+    tensors it has copied out earliest go first (the first step whose release column, ``u``,
+    ``v`` or ``o``, is 1), the ones it never needs copied out last, ties in the default order.
+    None without release columns, or when that is the default order. (A second order, the one a
+    D2H engine would take starting each copy with the most urgent tensor already made, waiting
+    for a more urgent one made before that copy would end, was tried and left out: it gave no
+    faster plan at GPT-2 with 4 layers at 0.95, where the pool's best solution needs an order
+    neither finds.)"""
+    from ...timeline.schedule import default_d2h_order
+
     if not released:
-        return []
-    g = problem.graph
-    swaps = sorted((t for t, d in dec.items() if d is Decision.SWAP),
-                   key=lambda t: (g.tensors[t].producer, g.ops[g.tensors[t].producer].outputs.index(t)))
+        return None
+    swaps = default_d2h_order(problem.graph, [t for t, d in dec.items() if d is Decision.SWAP])
     first: dict[int, float] = {}
     for col, t, rank in released:
         if xv[col] > 0.5 and rank < first.get(t, math.inf):
             first[t] = rank
-    order = tuple(sorted(swaps, key=lambda t: first.get(t, math.inf)))     # stable: ties by production
-    return [] if list(order) == swaps else [order]
+    order = tuple(sorted(swaps, key=lambda t: first.get(t, math.inf)))     # stable: ties in the default order
+    return None if list(order) == swaps else order
