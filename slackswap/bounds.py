@@ -120,7 +120,7 @@ def capacity_bound(problem) -> float:
 
 def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None = None,
                     mip_rel_gap: float = 1e-6, node_limit: int | None = None, releases: bool = False,
-                    tight: bool = False, solver: str = "highs"):
+                    tight: bool = False, solver: str = "highs", chains: int = 0):
     """Least extra time (seconds over the ideal step) of the aggregated relaxation
     (``slackswap/mip/aggregate.py``), solved by HiGHS: its LP optimum (``scipy.optimize.milp``),
     or with ``integral`` (highspy, ``_solve_pooled``: its result also holds every integer
@@ -128,7 +128,9 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     branch-and-bound nodes (a work limit: the same result on any machine) or ``time_limit_s``
     seconds, whichever comes first; ``releases`` adds the per-copy release rows (``build``), for
     a few dozen planning tensors, and ``tight`` with them the ``rho_by``, ``o`` and ``seg`` rows
-    (without ``releases`` HiGHS's symmetry detection is off: ``_solve_pooled``). ``solver``
+    (without ``releases`` HiGHS's symmetry detection is off: ``_solve_pooled``), and ``chains``
+    with those the copy-back rows along chains of up to that many RECOMPUTE tensors (``v_chain``:
+    ``build``). ``solver``
     (with ``integral``): ``"highs"``; ``"scip"``, SCIP through OR-Tools (``_solve_scip``;
     ``pip install slackswap[ortools]``), whose dual bound rises faster on the full-size presets'
     MILP at low budgets (llama-7b at 0.2: 1798.69 ms after 20 nodes against HiGHS's 1794.04 ms;
@@ -149,7 +151,7 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
         from .errors import ConfigError
 
         raise ConfigError(f"aggregate_bound(solver): one of {', '.join(AGGREGATE_SOLVERS)}; got {solver!r}")
-    agg = build(problem, integral=integral, releases=releases, tight=tight)
+    agg = build(problem, integral=integral, releases=releases, tight=tight, chains=chains)
     if agg is None:
         return 0.0, None, None
     mdl = agg.model

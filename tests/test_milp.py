@@ -489,6 +489,59 @@ def test_aggregate_rows_change_no_optimum(case):
         planners.get("milp", aggregate_rows="sometimes")
 
 
+@pytest.mark.parametrize("case", CASES[2:5], ids=CASES_BY_NAME[2:5])
+def test_the_floor_row_is_on_the_step_time_in_seconds(case):
+    """``add_floor`` on the exact model, with an optimizer step of 0.5 time units: a floor just
+    below the optimum (brute force's) leaves it; a floor 1% above it lifts the model's step
+    time to that floor (the step-time column is bounded only below), in seconds."""
+    from slackswap.mip.backends import solve
+    from slackswap.planners.milp.planner import add_floor
+
+    p = _case(*case[1:])
+    p = Problem(p.graph, replace(p.costs, optimizer_s=0.5), budget_bytes=p.budget_bytes)
+    best = planners.get("brute").plan(p).info.objective
+    for floor, expect in ((best * (1 - 1e-6), best), (best * 1.01, best * 1.01 * (1 - 1e-9))):
+        built = planners.get("milp").build(p)
+        add_floor(built, p, floor)
+        res = solve(built.model, "highs")
+        assert res.status == "optimal"
+        assert res.objective * built.tau == pytest.approx(expect, rel=1e-9), (floor, best)
+
+
+def test_the_aggregated_floor_changes_no_optimum(monkeypatch):
+    """The exact model gets the aggregated MILP's bound as a floor of its step time (``agg.floor``,
+    docs/milp.md section 5) when that MILP leaves a gap. Forced here on the whole table (the
+    aggregated MILP first at every size, the incumbent search off), at ``duplex_factor`` 1 and
+    0.85 (where the model's time is a relaxation): wherever the floor was added, the planner
+    returns brute force's optimum, proven."""
+    from slackswap.planners.milp import planner as mod
+
+    monkeypatch.setattr(mod, "_IMPROVE_EXACT_MIN", 0)
+    floored = []
+    real = mod.solve
+
+    def spy(model, *args, **kw):
+        floored.append("agg.floor" in model.row_names)
+        return real(model, *args, **kw)
+
+    monkeypatch.setattr(mod, "solve", spy)
+    count = 0
+    for name, *args in CASES:
+        for duplex in (1.0, 0.85):
+            p = _case(*args)
+            p = Problem(p.graph, replace(p.costs, duplex_factor=duplex), budget_bytes=p.budget_bytes)
+            floored.clear()
+            mp = planners.get("milp", improve_sims=0).plan(p)
+            if not any(floored):
+                continue
+            count += 1
+            best = planners.get("brute").plan(p)
+            assert mp.info.status is Status.OPTIMAL, (name, duplex, mp.info.message)
+            assert mp.info.objective == pytest.approx(best.info.objective, rel=1e-9), (name, duplex)
+            assert mp.info.objective == pytest.approx(simulate(p, mp, detail=False).step_time_s, rel=1e-9)
+    assert count >= 15, count
+
+
 @pytest.mark.parametrize("budget,optimum_us", [(0.7, 12.14), (0.5, 51.72)])
 def test_aggregate_rows_strengthen_the_lp_relaxation(budget, optimum_us):
     """``tiny`` cut to one layer (optimum 12.14 us at 0.7, 51.72 us at 0.5; docs/milp.md section

@@ -94,7 +94,12 @@ Rows:
   ``(h2d_t - G_y) (v[t,j] + x[y] - 1) <= D(ms(y), j)``). Without these rows a plan that swaps the
   last layer's output and recomputes the final norm, whose re-run opens the backward pass, was
   charged no stall for the copy back that waits for the loss's backward step to end (GPT-2 with
-  4 layers at 0.8: 1.0 ms, benchmarks/README.md); ``Wb_rel[j]``: ``Wb[j] <= sum b_t v[t,j]``. A copy
+  4 layers at 0.8: 1.0 ms, benchmarks/README.md). With ``chains=K`` (and ``tight``; the planner's
+  third pass) the same along a chain of up to ``K`` RECOMPUTE tensors (``rerun_chains``): ``t``
+  read by an op ``q`` that regenerates ``y_m``, read by one that regenerates ``y_{m-1}``, ... up to
+  ``y_1``; when all are RECOMPUTE the copy back ends before ``q`` starts, and the ops from ``q`` to
+  the end of ``y_1``'s regeneration (``A``) all re-run after that, within the window
+  (``v_chain[t,j,k]``: ``(h2d_t + c_A - G)(v[t,j] + sum x[y_l] - m) <= D(ms(y_1), j)``); ``Wb_rel[j]``: ``Wb[j] <= sum b_t v[t,j]``. A copy
   back issued early holds its memory until the use. With ``tight=True``, ``o[t,j]``: swapped tensor
   ``t`` copied out in full by ``S^b_j``; a copy out once done stays done, so ``o[t,j] >= v[t,j]``,
   ``>= o`` at every earlier backward step (``o_mono``) and ``>=`` every ``u[t,k]`` (``o_fwd``), ``<=
@@ -215,6 +220,55 @@ def rerun_readers(graph, planning: set[int], x) -> dict[int, list[int]]:
     return out
 
 
+def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tuple[tuple[int, ...], tuple[int, ...]]]]:
+    """Tensor ``t`` -> ``[(chain, after)]``: the regeneration of ``chain[0]`` (in ``x``) reads
+    ``t`` through the RECOMPUTE tensors of ``chain`` (each ``chain[k+1]`` is read by an op that
+    regenerates ``chain[k]``, at most ``depth`` tensors), and ``after`` holds the ops that re-run
+    between that read and the end of ``chain[0]``'s regeneration: the reader itself, the
+    producers of ``chain[1:]`` and of ``chain[0]``, and the ops between (each once, a set). When
+    every tensor of ``chain`` is RECOMPUTE, ``t`` is read by the re-run of an op of ``after``,
+    and the others follow it, before the backward step of op ``ms(chain[0])``. The ops that re-run
+    to regenerate a tensor are its producer and the producers of its unsaved inputs, by the
+    closure of ``prerequisites``; an op downstream of the reader is one that reads its output
+    within that closure."""
+    first: dict[int, set[int]] = {}
+    for p, q in prerequisites(graph, planning):
+        first.setdefault(p, set()).add(q)
+    out: dict[int, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
+
+    def downstream(ops: set[int], q: int) -> set[int]:
+        """``q`` and the ops of ``ops`` that need it, directly or through others of ``ops``."""
+        down, grew = {q}, True
+        while grew:
+            grew = False
+            for o in ops:
+                if o not in down and first.get(o, set()) & down:
+                    down.add(o)
+                    grew = True
+        return down
+
+    def walk(y: int, chain: tuple[int, ...], tail: frozenset) -> None:
+        c = graph.tensors[y].producer
+        ops, stack = {c}, [c]
+        while stack:
+            for q in first.get(stack.pop(), ()):
+                if q not in ops:
+                    ops.add(q)
+                    stack.append(q)
+        for q in sorted(ops):
+            after = tail | downstream(ops, q)
+            for t in dict.fromkeys(graph.ops[q].inputs):
+                if t not in planning or t in chain:
+                    continue
+                out.setdefault(t, []).append((chain, tuple(sorted(after))))
+                if t in x and len(chain) < depth:
+                    walk(t, chain + (t,), after)
+
+    for y in x:
+        walk(y, (y,), frozenset())
+    return out
+
+
 def segments(m: Model, g, pset: set[int], x: dict[int, int], ms: dict[int, int], steps: list[int],
              again: dict[int, int], rebuilt: dict[int, list[tuple[int, int]]]) -> dict[int, dict[int, int]]:
     """The ``seg`` rows (``tight=True``): a RECOMPUTE tensor ``t`` with ``ms(t) < j`` is resident
@@ -266,7 +320,8 @@ def segments(m: Model, g, pset: set[int], x: dict[int, int], ms: dict[int, int],
     return out
 
 
-def build(problem, integral: bool = False, releases: bool = False, tight: bool = False) -> Aggregate | None:
+def build(problem, integral: bool = False, releases: bool = False, tight: bool = False,
+          chains: int = 0) -> Aggregate | None:
     """The aggregated model of ``problem`` (module docstring), or None when no step exceeds the
     budget under keep-all (the bound is then the ideal step). ``releases`` adds the per-copy
     release rows (``u[t,k]``, ``v[t,j]``: one column per swappable tensor and step that needs
@@ -464,15 +519,17 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
             return [(-1, rerun(i)), (-1, beta[i]), (1, rerun(j)), (1, beta[j])]
         return [(-1, extra)]
 
-    def back_row(name: str, t: int, v: int, i: int, j: int, cond: list[int]) -> None:
+    def back_row(name: str, t: int, v: int, i: int, j: int, cond: list[int], later: float = 0.0) -> None:
         """Tensor ``t`` absent at the backward step of op ``j`` (``v``) comes back, ``h2d_t`` long,
         after that step ends and before ``S^b_i``, when every column of ``cond`` is 1: the stall
-        and re-runs between (``window``) cover what the steps strictly between do not."""
-        k = h2d(t) - (b_after[i] - b_after[j - 1]) / t0
+        and re-runs between (``window``) cover what the steps strictly between do not, and
+        ``later`` more (re-runs that follow the copy back within the window)."""
+        k = h2d(t) + later - (b_after[i] - b_after[j - 1]) / t0
         if k > 0:
             m.add_le(name, [(k, v)] + [(k, z) for z in cond] + window(i, j), k * len(cond))
 
     readers = rerun_readers(g, pset, x) if rel else {}
+    deep = rerun_chains(g, pset, x, chains) if rel and tight and chains > 0 else {}
     for j in range(n):
         if need_b[j] > 0:
             wv = m.var(f"Wb[{j}]")
@@ -509,6 +566,13 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
                                 m.add_le(f"v_held[{t.id},{j},{yv}]", [(1, v), (1, x[yv])], 1)
                             elif ms[yv] > ms[t.id]:
                                 back_row(f"v_read[{t.id},{j},{yv}]", t.id, v, ms[yv], j, [x[yv]])
+                        # ... and before the re-runs along a chain of RECOMPUTE tensors that
+                        # reads it (v_chain: rerun_chains), less the re-runs after the read
+                        for k, (ch, after) in enumerate(deep.get(t.id, ())):
+                            top = ms[ch[0]]
+                            if j > top > ms[t.id]:
+                                back_row(f"v_chain[{t.id},{j},{k}]", t.id, v, top, j, [x[y] for y in ch],
+                                         sum(cost[q] for q in after) / t0)
                 m.add_le(f"Wb_rel[{j}]", [(1, wv)] + [(-size[t], v) for t, v in vs.items()], 0)
                 if not tight:
                     m.add_le(f"v_d2h[{j}]", [(d2h(t), v) for t, v in vs.items()] + [(-1, MT[n]), (-1, sig[n]),

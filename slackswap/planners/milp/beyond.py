@@ -11,7 +11,7 @@ import time
 from ...plan import Decision, Plan, SolveInfo, Status
 from ...timeline import simulate
 from .clock import import_cost
-from .planner import _decisions, _gap
+from .planner import AGGREGATE_PROOF_GAP, CHAIN_DEPTH, _decisions, _gap
 
 
 def beyond_exact(self, problem, warm, src, wall, deadline):
@@ -20,7 +20,8 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
     certified bound of the aggregated relaxation (its LP, then its MILP dual bound after
     ``aggregate_nodes`` branch-and-bound nodes, more with release rows for small models:
     ``MilpPlanner._aggregate_work``; for those, while a gap is open, a second pass with the tight
-    rows: ``MilpPlanner._tight_aggregate``) and the proven gap.
+    rows and then a third with the chain rows too: ``MilpPlanner._tight_aggregate``) and the
+    proven gap.
     INFEASIBLE only when the relaxation is infeasible (then no plan fits)."""
     from ...bounds import aggregate_bound, lower_bound
 
@@ -36,6 +37,21 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
     if warm is not None:
         best, obj, inc = warm, simulate(problem, warm, detail=False).step_time_s, f"incumbent: {src}'s plan"
     size, proven = {}, False
+    chains = None       # the node limit of a third pass with the chain rows, after the search
+
+    def consider(label, cand):
+        nonlocal best, obj, inc
+        if cand is None:
+            return
+        rc = simulate(problem, cand, detail=False)
+        if rc.feasible and rc.fits:
+            # a start of its own even when a variant of slack's switches beats it
+            others.append((label, cand, rc.step_time_s))
+            if obj is None or rc.step_time_s < obj:
+                if best is not None and all(p is not best for _, p, _ in others):
+                    others.append((inc.removeprefix("incumbent: "), best, obj))
+                best, obj, inc = cand, rc.step_time_s, f"incumbent: {label}"
+
     cap = self._aggregate_time(problem)
     left = cap if deadline is None else min(cap, deadline - time.perf_counter())
     if deadline is not None and import_cost():   # the import is not part of the solver's limit
@@ -63,19 +79,6 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
                 bound, how = problem.ideal_step_s + extra, f"dual bound of the {work}"
             else:
                 msg.append(work)
-            def consider(label, cand):
-                nonlocal best, obj, inc
-                if cand is None:
-                    return
-                rc = simulate(problem, cand, detail=False)
-                if rc.feasible and rc.fits:
-                    # a start of its own even when a variant of slack's switches beats it
-                    others.append((label, cand, rc.step_time_s))
-                    if obj is None or rc.step_time_s < obj:
-                        if best is not None and all(p is not best for _, p, _ in others):
-                            others.append((inc.removeprefix("incumbent: "), best, obj))
-                        best, obj, inc = cand, rc.step_time_s, f"incumbent: {label}"
-
             consider("the aggregated MILP's decisions", _aggregate_plan(self, problem, agg, res))
             if releases and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
                 # the tight rows, in a second pass (MilpPlanner._tight_aggregate)
@@ -86,6 +89,7 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
                 if tight is not None and tight > bound:
                     bound, how = tight, "dual bound of the aggregated MILP with its tight rows"
                 consider("the tight aggregated MILP's decisions", cand2)
+                chains = nodes
     if sims and (obj is None or _gap(obj, bound) > self.mip_rel_gap) \
             and (deadline is None or time.perf_counter() < deadline):
         from .improve import improve
@@ -99,6 +103,14 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
             inc = (f"{inc}, improved: {note}" if inc else f"incumbent: {note}")
         elif note:
             msg.append(note)
+    if chains is not None and (obj is None or _gap(obj, bound) > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP)):
+        # a third pass with the chain rows while a gap is still open after the search (not where
+        # the gap is only the bound's shave for the solver's tolerance): MilpPlanner._tight_aggregate
+        rest = cap if deadline is None else min(cap, deadline - time.perf_counter())
+        deep, cand3 = self._tight_aggregate(problem, chains, rest, CHAIN_DEPTH)
+        if deep is not None and deep > bound:
+            bound, how = deep, "dual bound of the aggregated MILP with its tight and chain rows"
+        consider("the decisions of the aggregated MILP with chain rows", cand3)
     if best is None and self.allow_recompute:   # every plan maps into the relaxation: its bound holds
         from ..dp import multilevel_plan
 

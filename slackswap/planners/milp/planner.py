@@ -54,6 +54,12 @@ that MILP is solved to."""
 # after 20 nodes; docs/milp.md section 5); 10,000 rather than 2,000 since highspy solves it: HiGHS
 # 1.16 proves GPT-2 3 layers at 0.9 after 7,904 nodes (3.7 s), scipy's HiGHS after 1,200
 SMALL_AGGREGATE_TENSORS = 80
+# the third aggregated pass's longest chain of RECOMPUTE tensors read by one re-run (``v_chain``;
+# docs/milp.md section 7): near its floor GPT-2 regenerates the residual stream down from the final
+# norm before the head's backward step, about five tensors a layer (GPT-2 2 layers at 0.88: tight
+# bound 31,418.58 us, 31,561.59 with 4, 31,865.80 with 6 and with 8; 4 layers at 0.79: 44,240.91
+# with 6, 44,280.11 with 8, 12, 16 and 24; optimum at 2 layers 32,193.64 us)
+CHAIN_DEPTH = 8
 SMALL_AGGREGATE_NODES = 10000
 # simulations of the incumbent search (``improve_sims=None``): up to SMALL_AGGREGATE_TENSORS planning
 # tensors a simulation takes milliseconds, and the search from the aggregated MILP's decisions
@@ -109,8 +115,10 @@ class MilpPlanner:
     decisions replace the warm start when faster, then, while its bound leaves a gap, solves it
     again with its tight rows up to ``SMALL_AGGREGATE_TENSORS`` planning tensors (as beyond the
     exact model: ``_tight_aggregate``) and improves the warm start as above (from the warm start
-    and the MILPs' decisions, relinked); when the bound is within ``AGGREGATE_PROOF_GAP``
-    of the warm start the exact model is not built (``_aggregate_proof``).
+    and the MILPs' decisions, relinked), and while a gap is still open a third time with the chain
+    rows too (``CHAIN_DEPTH``); when the bound is within ``AGGREGATE_PROOF_GAP`` of the warm start
+    the exact model is not built (``_aggregate_proof``), else it is built with that bound as a
+    floor of its step time (``add_floor``).
     ``aggregate_rows`` adds the aggregated relaxation's rows to the exact model, on its decisions:
     they cut off no plan and strengthen its LP relaxation (docs/milp.md section 3); not with
     ``solver="cpsat"`` (its time grid). ``hold_points`` searches multi-level plans too (an op
@@ -221,6 +229,9 @@ class MilpPlanner:
             return self._fallback(problem, warm, src, None, None, wall,
                                   f"time limit {limit} s reached while building the model")
         model = built.model
+        floor = self._bound_memo.get("agg")
+        if floor is not None and floor > problem.ideal_step_s:
+            add_floor(built, problem, floor)
         if self.write_lp:
             (model.to_mps if str(self.write_lp).endswith(".mps") else model.to_lp)(self.write_lp)
         start = None
@@ -369,7 +380,8 @@ class MilpPlanner:
         nodes and release rows of ``_aggregate_work``, at most ``_aggregate_time`` and, under a
         time limit, a quarter of the time left (not with ``aggregate_nodes=0``). While its bound
         leaves a gap, with the release rows, a second pass with the tight rows
-        (``_tight_aggregate``: the larger bound is kept), then the incumbent search
+        (``_tight_aggregate``: the larger bound is kept), and while one is still open a third with
+        the chain rows too (``CHAIN_DEPTH``), then the incumbent search
         (``_improved_warm``, until ``until``) starts from the warm start and from the MILPs'
         decisions and relinks their ends by layer, as beyond the exact model; without the search
         the decisions replace the warm start when they simulate faster. ``proof`` is the
@@ -377,7 +389,7 @@ class MilpPlanner:
         bound (it holds for every plan) is within ``max(mip_rel_gap, AGGREGATE_PROOF_GAP)`` of
         its simulated time: OPTIMAL when within ``mip_rel_gap``, else
         FEASIBLE with that proven gap. Else None, and the bound is kept as a floor of the
-        certified bound (``_certified``)."""
+        certified bound (``_certified``) and a floor of the exact model's step time (``agg.floor``)."""
         from ...bounds import aggregate_bound
         from .beyond import _aggregate_plan
 
@@ -415,19 +427,31 @@ class MilpPlanner:
         consider("the aggregated MILP", _aggregate_plan(self, problem, agg, res) if agg is not None else None)
         gap = _gap(obj, bound)
         if releases and gap is not None and gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
+            passes = ((0, "the tight aggregated MILP", "its tight rows"),
+                      (CHAIN_DEPTH, "the aggregated MILP with chain rows", "its tight and chain rows"))
+        else:
+            passes = ()
+
+        def another_pass(chains, label, rows):
+            nonlocal bound, how, gap
             left = self._aggregate_time(problem)
             if deadline is not None:
                 left = min(left, 0.25 * (deadline - time.perf_counter()))
-            tight, cand2 = self._tight_aggregate(problem, nodes, left)
+            tight, cand2 = self._tight_aggregate(problem, nodes, left, chains)
             if tight is not None and tight > bound:
                 bound = self._bound_memo["agg"] = tight
-                how = "the dual bound of the aggregated MILP with its tight rows"
-            consider("the tight aggregated MILP", cand2)
+                how = f"the dual bound of the aggregated MILP with {rows}"
+            consider(label, cand2)
             gap = _gap(obj, bound)
+
+        if passes:
+            another_pass(*passes[0])
         if self._improve_work(problem) and gap is not None and gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
             warm, src = self._improved_warm(problem, warm, src, until, others, bound)
             obj = simulate(problem, warm, detail=False).step_time_s
             gap = _gap(obj, bound)
+        if passes and gap is not None and gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
+            another_pass(*passes[1])     # the chain rows, while a gap is still open after the search
         if gap is None or gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
             return None, warm, src
         status = Status.OPTIMAL if gap <= self.mip_rel_gap else Status.FEASIBLE
@@ -436,7 +460,7 @@ class MilpPlanner:
                                f"(docs/milp.md section 7): exact model not built; incumbent: {src}'s plan")
         return proof, warm, src
 
-    def _tight_aggregate(self, problem, nodes: int, left: float):
+    def _tight_aggregate(self, problem, nodes: int, left: float, chains: int = 0):
         """``(bound, plan)`` of the aggregated MILP with its ``tight`` rows (``rho_by``, ``o``,
         ``seg``: docs/milp.md section 7), solved after the one without them while a gap is open, for
         ``nodes`` nodes and at most ``left`` seconds: its certified bound and its decisions as a
@@ -444,7 +468,10 @@ class MilpPlanner:
         by simulation). Two
         passes, not one: the tight MILP can stop at its node limit below the bound the other
         proves (GPT-2 with 3 layers at 0.9), so the planner keeps the larger bound and searches
-        from both MILPs' decisions."""
+        from both MILPs' decisions. ``chains``: the third pass (``CHAIN_DEPTH``), with the
+        copy-back rows along chains of re-runs too (``v_chain``), run only while a gap is
+        still open after the second: with them in the second pass HiGHS's search found slower
+        plans where the second pass proves the optimum (GPT-2 with 4 layers at 0.95)."""
         from ...bounds import aggregate_bound
         from .beyond import _aggregate_plan
 
@@ -452,7 +479,7 @@ class MilpPlanner:
             return None, None
         extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
                                           mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP), releases=True,
-                                          tight=True, solver=self.aggregate_solver)
+                                          tight=True, solver=self.aggregate_solver, chains=chains)
         if agg is None or agg.model.infeasible or res is None or (res.x is None and extra <= 0):
             return None, None
         return float(problem.ideal_step_s) + extra, _aggregate_plan(self, problem, agg, res)
@@ -574,6 +601,18 @@ def heuristic_plans(problem, exclude=(), until: float | None = None) -> list[tup
         except SlackSwapError:
             continue
     return [(n, plans[n]) for n in names if n in plans]
+
+
+def add_floor(built, problem, floor: float) -> None:
+    """Row ``agg.floor``: the exact model's step time (``built.objective_col``, the optimizer's
+    start, plus ``optimizer_s``) is at least ``floor`` seconds less 1e-9 of it. With the
+    aggregated MILP's bound as ``floor``, which holds for every plan's simulated time, it lifts
+    the LP bound of every node; the step-time column is only bounded below, so the model then
+    finds the least ``max(model time, floor)`` over its plans: still at most the optimum, also with
+    ``duplex_factor`` < 1, where the model's time is a relaxation (docs/milp.md section 5, "The
+    aggregated bound as a floor")."""
+    built.model.add_ge("agg.floor", [(1.0, built.objective_col)],
+                       (floor * (1 - 1e-9) - problem.costs.optimizer_s) / built.tau)
 
 
 def _decisions(problem, x, swap: dict, rec: dict) -> dict:
