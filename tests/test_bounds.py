@@ -728,7 +728,7 @@ def test_the_pools_plans_take_the_d2h_order_of_their_solution():
     both and keeps the faster."""
     from slackswap import Decision
     from slackswap.mip.aggregate import build
-    from slackswap.planners.milp.beyond import _aggregate_plan, _release_columns, _release_order
+    from slackswap.planners.milp.beyond import _aggregate_plan, _release_order
 
     p = Problem.build("tiny", "a100-80gb", 0.4, layers=4)
     swap = {"L0.attn.norm.stats", "L0.q"}
@@ -744,7 +744,7 @@ def test_the_pools_plans_take_the_d2h_order_of_their_solution():
     at = _relaxation_at(p, agg, dec)
     assert at < default * 0.9, (at, default)
     x = _solution_at(p, agg, dec)
-    order = _release_order(p, dec, _release_columns(p, agg), x)
+    order = _release_order(p, dec, agg.released, x)
     assert [names[t] for t in order] == ["L0.q", "L0.attn.norm.stats"]
     ordered = simulate(p, Plan(dec, d2h_order=order), detail=False).step_time_s
     assert ordered == pytest.approx(at, rel=1e-6)
@@ -752,7 +752,7 @@ def test_the_pools_plans_take_the_d2h_order_of_their_solution():
     got = _aggregate_plan(planners.get("milp"), p, agg, res)
     assert got.d2h_order == order
     # without release columns (the full-size model) there is no order to read
-    assert _release_order(p, dec, _release_columns(p, build(p, integral=True)), x) is None
+    assert _release_order(p, dec, build(p, integral=True).released, x) is None
 
 
 def _solution_at(p, agg, dec):

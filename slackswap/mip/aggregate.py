@@ -130,7 +130,7 @@ Objective: ``minimize sigma[n] + beta[0] + sum c_p r[p]`` (the extra time over t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -140,13 +140,17 @@ from .model import Model
 @dataclass
 class Aggregate:
     """The built model with what is needed to read it: ``t0`` (seconds per time unit: the
-    objective times ``t0`` is extra seconds over the ideal step) and the column of each decision
-    (``rec``, ``swap``: tensor id -> column)."""
+    objective times ``t0`` is extra seconds over the ideal step), the column of each decision
+    (``rec``, ``swap``: tensor id -> column) and, with release rows, ``released``: ``(column,
+    tensor, rank)`` of each release column (``u[t,k]``: released by forward step ``k``;
+    ``v[t,j]``, ``o[t,j]``: copied out by the backward step of op ``j``), ``rank`` the step's
+    place in time."""
 
     model: Model
     t0: float
     rec: dict[int, int]
     swap: dict[int, int]
+    released: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 def needs(problem) -> tuple[np.ndarray, np.ndarray]:
@@ -353,6 +357,7 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
     beta = [m.var(f"beta[{j}]") for j in range(n)]
     rho, rho_first = m.var("rho"), m.var("rho_first")
     size = {t.id: t.bytes / b0 for t in planning}
+    released: list[tuple[int, int, int]] = []       # Aggregate.released
 
     for t in planning:
         if t.id in x and t.id in s:
@@ -440,6 +445,7 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
             u = {t.id: m.var(f"u[{t.id},{k}]", 0.0, 1.0, binary=integral) for t in out}
             for t, v in u.items():
                 u_all.setdefault(t, []).append(v)
+                released.append((v, t, k))
             m.add_ge(f"mem_rel[{k}]", [(1, rx_f[k])] + [(size[t], v) for t, v in u.items()], need_f[k] / b0)
             m.add_le(f"u_d2h[{k}]", [(d2h(t), v) for t, v in u.items()] + [(-1, MT[k]), (-1, sig[k])],
                      t_before[k] / t0)
@@ -546,6 +552,7 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
                 for t in planning:
                     if t.id in s and ms[t.id] < j:
                         v = vs[t.id] = m.var(f"v[{t.id},{j}]", 0.0, 1.0, binary=integral)
+                        released.append((v, t.id, 2 * n - 1 - j))
                         m.add_le(f"v_src[{t.id},{j}]", [(1, v), (-1, s[t.id])], 0)
                         # copied out in full by S^b_j (with tight: the o rows below) ...
                         if tight:
@@ -597,6 +604,7 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
             prev = None
             for j in sorted(at, reverse=True):       # backward steps in time order
                 o = m.var(f"o[{t},{j}]", 0.0, 1.0)
+                released.append((o, t, 2 * n - 1 - j))
                 m.add_le(f"o_src[{t},{j}]", [(1, o), (-1, s[t])], 0)
                 m.add_ge(f"o_abs[{t},{j}]", [(1, o), (-1, at[j])], 0)
                 if prev is None:
@@ -675,7 +683,7 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
         rerun_rows(stage_rho[j], [t for t in x if ms[t] >= j], str(j))
 
     m.minimize([(1, sig[n]), (1, beta[0])] + [(cost[p] / t0, r[p]) for p in range(n)])
-    return Aggregate(m, t0, x, s)
+    return Aggregate(m, t0, x, s, released)
 
 
 def add_to(m: Model, problem, rec: dict[int, int], swap: dict[int, int], step_col: int, tau: float,

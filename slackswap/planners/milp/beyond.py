@@ -159,7 +159,6 @@ def _aggregate_plan(self, problem, agg, res):
 
     x = getattr(res, "x", None)
     xs = ([] if x is None else [x]) + list(reversed(getattr(res, "solutions", None) or []))[:POOL_PLANS]
-    released = _release_columns(problem, agg)
     best, first, seen = None, None, set()
     for xv in xs:
         dec = _decisions(problem, xv, agg.swap, agg.rec)
@@ -174,7 +173,7 @@ def _aggregate_plan(self, problem, agg, res):
         if first is None:
             first = plan
         plans = [plan]
-        order = _release_order(problem, dec, released, xv)
+        order = _release_order(problem, dec, agg.released, xv)
         if order is not None:
             plans.append(Plan(dec, planner=self.name, params=self.params, problem_key=problem.key, d2h_order=order))
         for cand in plans:
@@ -187,26 +186,14 @@ def _aggregate_plan(self, problem, agg, res):
     return first if best is None else best[1]
 
 
-def _release_columns(problem, agg) -> list[tuple[int, int, int]]:
-    """``(column, tensor, rank)`` of the release rows' columns of the aggregated model (``u[t,k]``:
-    released by forward step ``k``; ``v[t,j]``, ``o[t,j]``: copied out by the backward step of op
-    ``j``), ``rank`` the step's place in time. Empty without release rows."""
-    n = len(problem.graph.ops)
-    out = []
-    for col, name in enumerate(agg.model.names):
-        if name[:2] in ("u[", "v[", "o["):
-            t, k = (int(v) for v in name[2:-1].split(","))
-            out.append((col, t, k if name[0] == "u" else 2 * n - 1 - k))
-    return out
-
-
 def _release_order(problem, dec, released, xv) -> tuple[int, ...] | None:
     """A D2H order for the swapped tensors of ``dec`` read from an aggregated MILP solution ``xv``:
     the relaxation holds for every D2H order, so its solutions may rely on one other than the
     default (production order): at `tiny` 4 layers, 0.4, a solution whose decisions simulate to
     51.13 us in the default order, 41.53 us in this one, copies a small tensor out first. The
     tensors it has copied out earliest go first (the first step whose release column, ``u``,
-    ``v`` or ``o``, is 1), the ones it never needs copied out last, ties in the default order.
+    ``v`` or ``o``, is 1; ``released``: ``Aggregate.released``), the ones it never needs copied
+    out last, ties in the default order.
     None without release columns, or when that is the default order. (A second order, the one a
     D2H engine would take starting each copy with the most urgent tensor already made, waiting
     for a more urgent one made before that copy would end, was tried and left out: it gave no
