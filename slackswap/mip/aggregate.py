@@ -200,25 +200,37 @@ def rebuilt_inputs(graph, planning: set[int], rec) -> dict[int, list[tuple[int, 
     return out
 
 
+def _regenerating(graph, planning: set[int]):
+    """``ops(y)``: the ops that re-run to regenerate tensor ``y``: its producer and, by the closure
+    of ``prerequisites``, the producers of the unsaved inputs (never resident in the backward
+    pass) of those; and that relation, op -> the ops it needs re-run first."""
+    first: dict[int, set[int]] = {}
+    for p, q in prerequisites(graph, planning):
+        first.setdefault(p, set()).add(q)
+
+    def ops(y: int) -> set[int]:
+        c = graph.tensors[y].producer
+        out, stack = {c}, [c]
+        while stack:
+            for q in first.get(stack.pop(), ()):
+                if q not in out:
+                    out.add(q)
+                    stack.append(q)
+        return out
+
+    return ops, first
+
+
 def rerun_readers(graph, planning: set[int], x) -> dict[int, list[int]]:
     """Tensor ``t`` -> the RECOMPUTE candidates ``y`` (in ``x``) whose regeneration reads ``t``: the
     producer of ``y`` reads ``t``, or an op that rebuilds one of its unsaved inputs (never resident
     in the backward pass, so re-run with it: the closure of ``prerequisites``) does. When ``y`` is
     RECOMPUTE the producer re-runs in a stage ``>= ms(y)``, so ``t`` is needed by then, whatever
     ``ms(t)``."""
-    first: dict[int, set[int]] = {}
-    for p, q in prerequisites(graph, planning):
-        first.setdefault(p, set()).add(q)
+    regen, _ = _regenerating(graph, planning)
     out: dict[int, list[int]] = {}
     for y in x:
-        c = graph.tensors[y].producer
-        ops, stack = {c}, [c]
-        while stack:
-            for q in first.get(stack.pop(), ()):
-                if q not in ops:
-                    ops.add(q)
-                    stack.append(q)
-        for t in dict.fromkeys(i for q in sorted(ops) for i in graph.ops[q].inputs):
+        for t in dict.fromkeys(i for q in sorted(regen(y)) for i in graph.ops[q].inputs):
             if t in planning and t != y:
                 out.setdefault(t, []).append(y)
     return out
@@ -235,9 +247,7 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
     to regenerate a tensor are its producer and the producers of its unsaved inputs, by the
     closure of ``prerequisites``; an op downstream of the reader is one that reads its output
     within that closure."""
-    first: dict[int, set[int]] = {}
-    for p, q in prerequisites(graph, planning):
-        first.setdefault(p, set()).add(q)
+    regen, first = _regenerating(graph, planning)
     out: dict[int, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
 
     def downstream(ops: set[int], q: int) -> set[int]:
@@ -252,13 +262,7 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
         return down
 
     def walk(y: int, chain: tuple[int, ...], tail: frozenset) -> None:
-        c = graph.tensors[y].producer
-        ops, stack = {c}, [c]
-        while stack:
-            for q in first.get(stack.pop(), ()):
-                if q not in ops:
-                    ops.add(q)
-                    stack.append(q)
+        ops = regen(y)
         for q in sorted(ops):
             after = tail | downstream(ops, q)
             for t in dict.fromkeys(graph.ops[q].inputs):
