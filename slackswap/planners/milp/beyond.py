@@ -20,8 +20,8 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
     certified bound of the aggregated relaxation (its LP, then its MILP dual bound after
     ``aggregate_nodes`` branch-and-bound nodes, more with release rows for small models:
     ``MilpPlanner._aggregate_work``; for those, while a gap is open, a second pass with the tight
-    rows and then a third with the chain rows too: ``MilpPlanner._tight_aggregate``) and the
-    proven gap.
+    rows, and after the search a third with the chain rows too: ``MilpPlanner._tight_aggregate``)
+    and the proven gap.
     INFEASIBLE only when the relaxation is infeasible (then no plan fits)."""
     from ...bounds import aggregate_bound, lower_bound
 
