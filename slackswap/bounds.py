@@ -151,6 +151,15 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
         from .errors import ConfigError
 
         raise ConfigError(f"aggregate_bound(solver): one of {', '.join(AGGREGATE_SOLVERS)}; got {solver!r}")
+    if isinstance(chains, bool) or not isinstance(chains, int) or chains < 0:
+        from .errors import ConfigError
+
+        raise ConfigError("aggregate_bound(chains): the longest chain of RECOMPUTE tensors for the chain rows, "
+                          f"an int >= 0 (0: none); got {chains!r}")
+    if chains and not (releases and tight):
+        from .errors import ConfigError
+
+        raise ConfigError(f"aggregate_bound(chains={chains}): the chain rows need releases=True and tight=True")
     agg = build(problem, integral=integral, releases=releases, tight=tight, chains=chains)
     if agg is None:
         return 0.0, None, None

@@ -686,6 +686,17 @@ def test_a_copy_back_read_by_the_first_re_run_is_charged():
     assert step * (1 - 1e-3) <= at <= step * (1 + 1e-9), (at, step)
 
 
+@pytest.mark.parametrize("kw, match", [
+    ({"chains": -1, "releases": True, "tight": True}, r"aggregate_bound\(chains\): .* an int >= 0 \(0: none\); got -1"),
+    ({"chains": "8", "releases": True, "tight": True}, r"aggregate_bound\(chains\): .* an int >= 0 \(0: none\); got '8'"),
+    ({"chains": 8, "releases": True}, r"aggregate_bound\(chains=8\): the chain rows need releases=True and tight=True"),
+])
+def test_a_bad_chain_depth_is_named(kw, match):
+    p = Problem.build("tiny", "a100-80gb", 0.5, layers=1)
+    with pytest.raises(SlackSwapError, match=match):
+        aggregate_bound(p, integral=True, **kw)
+
+
 def test_a_copy_back_read_through_a_chain_of_re_runs_is_charged():
     """GPT-2 with 2 layers at 0.88 (its floor is 0.877): the tight MILP's incumbent recomputes the
     residual stream from layer 1's attention residual (SWAP) up to the final norm, whose re-run
