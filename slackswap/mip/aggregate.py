@@ -226,14 +226,9 @@ def rerun_readers(graph, planning: set[int], x) -> dict[int, list[int]]:
     producer of ``y`` reads ``t``, or an op that rebuilds one of its unsaved inputs (never resident
     in the backward pass, so re-run with it: the closure of ``prerequisites``) does. When ``y`` is
     RECOMPUTE the producer re-runs in a stage ``>= ms(y)``, so ``t`` is needed by then, whatever
-    ``ms(t)``."""
-    regen, _ = _regenerating(graph, planning)
-    out: dict[int, list[int]] = {}
-    for y in x:
-        for t in dict.fromkeys(i for q in sorted(regen(y)) for i in graph.ops[q].inputs):
-            if t in planning and t != y:
-                out.setdefault(t, []).append(y)
-    return out
+    ``ms(t)``. The chains of one tensor of ``rerun_chains``."""
+    return {t: list(dict.fromkeys(ch[0] for ch, _ in chains))
+            for t, chains in rerun_chains(graph, planning, x, 1).items()}
 
 
 def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tuple[tuple[int, ...], tuple[int, ...]]]]:
