@@ -771,3 +771,157 @@ def _solution_at(p, agg, dec):
     res = _fixed_solve(p, agg, dec)
     assert res.status == 0
     return res.x
+
+
+def _residual_stack(seed: int):
+    """A small problem shaped like a transformer's residual stream, for the chain rows' later
+    inputs: an embedding, one to three blocks (a branch of one or two ops, some with a mask as a
+    second output, then an add of the stream and the branch, in random input order), a long head
+    and a loss; each op saves each of its inputs at random, so some intermediates are unsaved.
+    Random compute, copy times and budget. Seeded."""
+    import random
+
+    from slackswap.graph import Graph, Op, Tensor
+
+    rng = random.Random(seed)
+    tensors, ops = [Tensor(0, "in", 0, None, kind="input")], []
+
+    def op(name, ins, kinds, p_save):
+        outs = []
+        for k, kind in enumerate(kinds):
+            tensors.append(Tensor(len(tensors), f"{name}.{k}", rng.randint(1, 4), len(ops), kind=kind))
+            outs.append(len(tensors) - 1)
+        saves = tuple(t for t in ins if tensors[t].producer is not None and rng.random() < p_save)
+        ops.append(Op(len(ops), name, None, "matmul", inputs=tuple(ins), outputs=tuple(outs), saves=saves))
+        return outs[0]
+
+    def masked():
+        return ["activation"] + ["mask"] * (rng.random() < 0.3)
+
+    x = op("embed", [0], ["activation"], 0.0)
+    for b in range(rng.randint(1, 3)):
+        h = op(f"b{b}.f", [x], masked(), rng.choice([0.3, 0.7, 1.0]))
+        if rng.random() < 0.5:
+            h = op(f"b{b}.f2", [h], ["activation"], rng.choice([0.3, 0.7]))
+        y = op(f"b{b}.g", [h], masked(), rng.choice([0.3, 0.7, 1.0]))
+        x = op(f"b{b}.add", rng.sample([x, y], 2), ["activation"], rng.choice([0.0, 0.3]))
+    op("loss", [op("head", [x], ["activation"], 1.0)], ["loss"], 1.0)
+    g = Graph(f"residual{seed}", tuple(ops), tuple(tensors))
+    base = CostModel.unit(g, bwd_factor=1.0)
+    scale, lat = rng.choice([0.25, 0.5, 1.0, 2.0, 4.0]), rng.choice([0.0, 0.0, 0.5])
+    fwd = [float(rng.choice([0, 1, 1, 2])) for _ in g.ops]
+    fwd[-2] = float(rng.choice([1, 3, 5, 8]))
+    costs = dataclasses.replace(base, fwd_s=tuple(fwd), bwd_s=tuple(f * rng.choice([1.0, 2.0]) for f in fwd),
+                                d2h_s=tuple(v * scale + lat for v in base.d2h_s),
+                                h2d_s=tuple(v * scale + lat for v in base.h2d_s))
+    p = Problem(g, costs)
+    lo, hi = p.min_feasible_bytes, p.keep_all_peak
+    return p.with_budget(max(lo, math.floor(lo + rng.random() * (hi - lo)))), rng
+
+
+def _sibling_graph(branch_first: bool):
+    """in -> embed -> a;  p(a) -> b;  s(in) -> c (unsaved);  add(b, c) or add(c, b) -> d;
+    head(d) -> logits;  loss. ``a`` is saved by p, ``b`` by add, ``d`` by head: regenerating ``d``
+    in the head's stage re-runs p (which reads ``a``), s and add, in the add's input order."""
+    from slackswap.graph import Graph, Op, Tensor
+
+    tensors = (Tensor(0, "in", 1, None, kind="input"), Tensor(1, "a", 2, 0), Tensor(2, "b", 2, 1),
+               Tensor(3, "c", 2, 2), Tensor(4, "d", 2, 3), Tensor(5, "logits", 2, 4), Tensor(6, "l", 0, 5, kind="loss"))
+    ops = (Op(0, "embed", None, "embedding", inputs=(0,), outputs=(1,), saves=()),
+           Op(1, "p", None, "matmul", inputs=(1,), outputs=(2,), saves=(1,)),
+           Op(2, "s", None, "matmul", inputs=(0,), outputs=(3,), saves=(0,)),
+           Op(3, "add", None, "elementwise", inputs=(2, 3) if branch_first else (3, 2), outputs=(4,), saves=(2,)),
+           Op(4, "head", None, "matmul", inputs=(4,), outputs=(5,), saves=(4,)),
+           Op(5, "loss", None, "loss", inputs=(5,), outputs=(6,), saves=(5,)))
+    return Graph("sibling", ops, tensors)
+
+
+@pytest.mark.parametrize("branch_first", [True, False])
+def test_the_chain_rows_count_the_re_runs_of_later_inputs(branch_first):
+    """Regenerating ``d`` (RECOMPUTE) re-runs add after making its inputs available in input
+    order (docs/timeline.md section 3): with ``b`` first, p reads ``a`` and then s rebuilds the
+    unsaved ``c``, after the read; with ``c`` first, s runs before it. So the re-runs that follow
+    the read of ``a`` through the chain (d, b) are p, s and add in the one order and p and add
+    in the other (``rerun_chains``, docs/milp.md section 7)."""
+    from slackswap.mip.aggregate import rerun_chains
+
+    g = _sibling_graph(branch_first)
+    names = {o.id: o.name for o in g.ops}
+    chains = rerun_chains(g, {1, 2, 4, 5}, {2: 0, 4: 1}, 8)
+    after = {tuple(g.tensors[y].name for y in ch): {names[q] for q in aft} for ch, aft in chains[1]}
+    assert after[("d", "b")] == ({"p", "s", "add"} if branch_first else {"p", "add"})
+    assert after[("b",)] == {"p"}
+
+
+def test_the_readers_own_later_inputs_re_run_before_the_read():
+    """add(a, c) reads the swapped ``a`` first and the unsaved ``c`` second, but the re-run of add
+    starts only once both are there: s, which rebuilds ``c``, runs while ``a`` comes back, before
+    the read. With a 6-byte ``a`` and an 8-byte workspace at the loss, ``a`` is absent at the
+    loss's backward step (budget 15-18 bytes), its copy back (4 s) starts when that step ends and
+    overlaps s (3 s): simulated 19 s, and the relaxation with the chain rows at the plan's
+    decisions says 19 s too. Counting s as a re-run after the read (a rule that followed input
+    order at the reader too) makes it 22 s, above the plan's time."""
+    from slackswap import Decision
+    from slackswap.graph import Graph, Op, Tensor
+    from slackswap.mip.aggregate import build, rerun_chains
+
+    tensors = (Tensor(0, "in", 1, None, kind="input"), Tensor(1, "a", 6, 0), Tensor(2, "c", 1, 1),
+               Tensor(3, "d", 1, 2), Tensor(4, "logits", 2, 3), Tensor(5, "l", 0, 4, kind="loss"))
+    ops = (Op(0, "embed", None, "embedding", inputs=(0,), outputs=(1,), saves=()),
+           Op(1, "s", None, "matmul", inputs=(0,), outputs=(2,), saves=(0,)),
+           Op(2, "add", None, "elementwise", inputs=(1, 2), outputs=(3,), saves=(1,)),
+           Op(3, "head", None, "matmul", inputs=(3,), outputs=(4,), saves=(3,)),
+           Op(4, "loss", None, "loss", inputs=(4,), outputs=(5,), saves=(4,), workspace_bytes=8))
+    g = Graph("reader", ops, tensors)
+    copy = tuple(4.0 * (t.bytes > 0) for t in tensors)
+    costs = dataclasses.replace(CostModel.unit(g, bwd_factor=1.0), fwd_s=(1.0, 3.0, 1.0, 1.0, 1.0),
+                                bwd_s=(1.0, 3.0, 1.0, 1.0, 1.0), d2h_s=copy, h2d_s=copy)
+    assert rerun_chains(g, {1, 3, 4}, {3: 0, 1: 1}, 8)[1] == [((3,), (2,))]      # after the read: add only
+    dec = {1: Decision.SWAP, 3: Decision.RECOMPUTE, 4: Decision.KEEP}
+    for budget in (15, 16, 17, 18):
+        p = Problem(g, costs).with_budget(budget)
+        r = simulate(p, Plan(dec), detail=False)
+        assert r.fits and r.step_time_s == pytest.approx(19.0)
+        agg = build(p, integral=True, releases=True, tight=True, chains=8)
+        assert any(n.startswith("v_chain[") for n in agg.model.row_names)
+        assert _relaxation_at(p, agg, dec) == pytest.approx(19.0, rel=1e-9)
+
+
+def test_the_chain_rows_hold_on_residual_streams():
+    """Validity of the chain rows with the re-runs of later inputs (``v_chain``, docs/milp.md
+    section 7) where they matter: 300 seeded residual-stream problems (``_residual_stack``), one
+    to four random plans each, the relaxation with the plan's decisions never above the plan's
+    simulated time (the reader's own later inputs: the test above)."""
+    from slackswap import Decision
+    from slackswap.mip.aggregate import build
+    from slackswap.planners.milp.planner import CHAIN_DEPTH
+
+    checked = 0
+    for seed in range(300):
+        p, rng = _residual_stack(seed)
+        g = p.graph
+        agg = build(p, integral=True, releases=True, tight=True, chains=CHAIN_DEPTH)
+        if agg is None:
+            continue
+        for _ in range(4):
+            dec = {t: rng.choice([Decision.KEEP] + [Decision.SWAP] * 2 * g.tensors[t].swappable
+                                 + [Decision.RECOMPUTE] * 3 * g.tensors[t].recomputable) for t in p.planning_ids}
+            try:
+                r = simulate(p, Plan(dec), detail=False)
+            except SlackSwapError:
+                continue
+            if r.fits:
+                assert _relaxation_at(p, agg, dec) <= r.step_time_s * (1 + 1e-9), seed
+                checked += 1
+    assert checked >= 350, checked
+
+
+def test_the_chain_rows_lift_the_gpt2_bound_to_near_its_optimum():
+    """GPT-2 with 2 layers at 0.88: with the re-runs of the later inputs along the residual stream
+    counted after the read, the aggregated MILP with chain rows proves 32,186.45 us (31,865.80 us
+    without them), below the optimum the exact MILP proves, 32,193.635 us (benchmarks/README.md)."""
+    from slackswap.planners.milp.planner import CHAIN_DEPTH
+
+    p = Problem.build("gpt2", "a100-80gb", 0.88, layers=2)
+    extra, _, _ = aggregate_bound(p, integral=True, releases=True, tight=True, chains=CHAIN_DEPTH)
+    assert 32_180e-6 <= p.ideal_step_s + extra <= 32_193.635e-6 * (1 + 1e-9)

@@ -241,7 +241,12 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
     and the others follow it, before the backward step of op ``ms(chain[0])``. The ops that re-run
     to regenerate a tensor are its producer and the producers of its unsaved inputs, by the
     closure of ``prerequisites``; an op downstream of the reader is one that reads its output
-    within that closure."""
+    within that closure. ``after`` also holds the ops that rebuild the unsaved inputs a chain's op
+    reads after the input on the way down to ``t`` (``siblings``): a re-run first makes its inputs
+    available in input order (docs/timeline.md section 3), so those re-runs follow the read; but
+    not the reader's own later inputs, which are there before the reader starts, nor an op that
+    something else may have re-run before (docs/milp.md section 7, "The re-runs of later
+    inputs")."""
     regen, first = _regenerating(graph, planning)
     out: dict[int, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
 
@@ -256,16 +261,78 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
                     grew = True
         return down
 
+    readers: dict[int, set[int]] = {}
+    for op in graph.ops:
+        for inp in op.inputs:
+            readers.setdefault(inp, set()).add(op.id)
+    owners: dict[int, set[int]] = {}        # op -> the planning tensors whose regeneration re-runs it
+    for z in planning:
+        if graph.tensors[z].producer is not None:
+            for o in regen(z):
+                owners.setdefault(o, set()).add(z)
+
+    def siblings(y: int, ops: set[int], q: int, t: int, top: int) -> tuple[set[int], set[int]]:
+        """The ops of ``ops`` (``y``'s regeneration, in stage ``top``) that re-run after ``q``, not
+        downstream of it, in the depth-first order of the backward pass (docs/timeline.md section
+        3: a re-run first makes its inputs available, in input order): those after ``q``'s own
+        re-run (``q`` reads ``t``), and those after ``q`` has made ``t`` available (a deeper op
+        reads it, within ``t``'s regeneration). Only ops that nothing else can have re-run
+        before (``private``)."""
+        seq: list = []
+
+        def visit(o: int) -> None:
+            if o in seq:
+                return
+            for inp in dict.fromkeys(graph.ops[o].inputs):
+                if o == q and inp == t and "read" not in seq:
+                    seq.append("read")
+                pr = graph.tensors[inp].producer
+                if pr is not None and pr in first.get(o, ()):
+                    visit(pr)
+            seq.append(o)
+
+        visit(graph.tensors[y].producer)
+        if "read" not in seq:
+            return set(), set()
+        down = downstream(ops, q)
+
+        def needed(z: int) -> bool:      # may be needed before the backward step of op top
+            return bool(readers.get(z)) or max(graph.saved_by[z], default=-1) >= top
+
+        def private(o: int, seen: frozenset) -> bool:
+            """Op ``o`` re-runs only within ``y``'s regeneration: it regenerates no other planning
+            tensor that may be needed by then, and each output is unsaved and read only by ops of
+            ``ops`` that are on the way up to ``y`` or private themselves, or saved only below stage
+            ``top`` and read by no op."""
+            if any(z != y and needed(z) for z in owners.get(o, ())):
+                return False
+            for w in graph.ops[o].outputs:
+                if w in planning:
+                    if needed(w):
+                        return False
+                else:
+                    for r in readers.get(w, ()):
+                        if r not in ops or (r not in down and (r in seen or not private(r, seen | {r}))):
+                            return False
+            return True
+
+        def after(mark) -> set[int]:
+            return {o for o in seq[seq.index(mark) + 1:] if o not in down and private(o, frozenset({o}))}
+
+        return after(q), after("read")
+
     def walk(y: int, chain: tuple[int, ...], tail: frozenset) -> None:
         ops = regen(y)
+        top = max(graph.saved_by[chain[0]])
         for q in sorted(ops):
             after = tail | downstream(ops, q)
             for t in dict.fromkeys(graph.ops[q].inputs):
                 if t not in planning or t in chain:
                     continue
-                out.setdefault(t, []).append((chain, tuple(sorted(after))))
+                direct, deeper = siblings(y, ops, q, t, top)
+                out.setdefault(t, []).append((chain, tuple(sorted(after | direct))))
                 if t in x and len(chain) < depth:
-                    walk(t, chain + (t,), after)
+                    walk(t, chain + (t,), after | deeper)
 
     for y in x:
         walk(y, (y,), frozenset())
