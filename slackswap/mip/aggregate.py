@@ -245,8 +245,9 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
     reads after the input on the way down to ``t`` (``siblings``): a re-run first makes its inputs
     available in input order (docs/timeline.md section 3), so those re-runs follow the read; but
     not the reader's own later inputs, which are there before the reader starts, nor an op that
-    something else may have re-run before (docs/milp.md section 7, "The re-runs of later
-    inputs")."""
+    something else may have re-run before. A later input ``z`` that may be RECOMPUTE adds an
+    entry ``(chain + (z,), after | the ops of z's regeneration)``, where nothing can have needed
+    ``z`` before (docs/milp.md section 7, "The re-runs of later inputs")."""
     regen, first = _regenerating(graph, planning)
     out: dict[int, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
 
@@ -271,14 +272,18 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
             for o in regen(z):
                 owners.setdefault(o, set()).add(z)
 
-    def siblings(y: int, ops: set[int], q: int, t: int, top: int) -> tuple[set[int], set[int]]:
+    def siblings(y: int, ops: set[int], q: int, t: int, top: int):
         """The ops of ``ops`` (``y``'s regeneration, in stage ``top``) that re-run after ``q``, not
         downstream of it, in the depth-first order of the backward pass (docs/timeline.md section
         3: a re-run first makes its inputs available, in input order): those after ``q``'s own
         re-run (``q`` reads ``t``), and those after ``q`` has made ``t`` available (a deeper op
         reads it, within ``t``'s regeneration). Only ops that nothing else can have re-run
-        before (``private``)."""
+        before (``private``). Third, for a deeper read: the RECOMPUTE candidates ``z`` read after
+        ``q`` has made ``t`` available (``q``'s later inputs too) that nothing can have needed
+        before, with the ops of their regeneration: when ``z`` is RECOMPUTE those re-run after the
+        read too (``fresh``)."""
         seq: list = []
+        later_reads: list[int] = []
 
         def visit(o: int) -> None:
             if o in seq:
@@ -286,6 +291,8 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
             for inp in dict.fromkeys(graph.ops[o].inputs):
                 if o == q and inp == t and "read" not in seq:
                     seq.append("read")
+                elif "read" in seq and inp in x and inp != t:
+                    later_reads.append(inp)
                 pr = graph.tensors[inp].producer
                 if pr is not None and pr in first.get(o, ()):
                     visit(pr)
@@ -293,7 +300,7 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
 
         visit(graph.tensors[y].producer)
         if "read" not in seq:
-            return set(), set()
+            return set(), set(), []
         down = downstream(ops, q)
 
         def needed(z: int) -> bool:      # may be needed before the backward step of op top
@@ -319,20 +326,46 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
         def after(mark) -> set[int]:
             return {o for o in seq[seq.index(mark) + 1:] if o not in down and private(o, frozenset({o}))}
 
-        return after(q), after("read")
+        deeper = after("read")
+        late = deeper | down        # ops that re-run after a read below q's input t (q too)
 
-    def walk(y: int, chain: tuple[int, ...], tail: frozenset) -> None:
+        def fresh(z: int) -> bool:
+            """``z`` is needed first after the read: saved only below stage ``top``, read only by
+            ops of ``late``, and the ops of its regeneration make nothing else that may be needed
+            before (their other planning outputs likewise, their unsaved ones read only there)."""
+            rz = regen(z)
+            for w in {z} | {w for o in rz for w in graph.ops[o].outputs}:
+                if w in planning:
+                    if max(graph.saved_by[w], default=-1) >= top or not readers.get(w, set()) <= late:
+                        return False
+                elif not readers.get(w, set()) <= late | rz:
+                    return False
+            return True
+
+        return after(q), deeper, [(z, frozenset(regen(z))) for z in dict.fromkeys(later_reads)
+                                  if z not in chains_of[y] and fresh(z)]
+
+    chains_of: dict[int, tuple[int, ...]] = {}
+
+    def walk(y: int, chain: tuple[int, ...], tail: frozenset, fresh: tuple = ()) -> None:
+        """``fresh``: ``(z, ops)`` of the levels above, RECOMPUTE candidates read after the reads
+        below (``siblings``): each adds an entry ``(chain + (z,), after | ops)``, so its row holds
+        when ``z`` is RECOMPUTE too."""
         ops = regen(y)
         top = max(graph.saved_by[chain[0]])
+        chains_of[y] = chain
         for q in sorted(ops):
             after = tail | downstream(ops, q)
             for t in dict.fromkeys(graph.ops[q].inputs):
                 if t not in planning or t in chain:
                     continue
-                direct, deeper = siblings(y, ops, q, t, top)
+                direct, deeper, new = siblings(y, ops, q, t, top)
                 out.setdefault(t, []).append((chain, tuple(sorted(after | direct))))
+                for z, zops in fresh:
+                    if z != t:
+                        out[t].append((chain + (z,), tuple(sorted(after | direct | zops))))
                 if t in x and len(chain) < depth:
-                    walk(t, chain + (t,), after | deeper)
+                    walk(t, chain + (t,), after | deeper, fresh + tuple(f for f in new if f[0] != t))
 
     for y in x:
         walk(y, (y,), frozenset())
