@@ -595,17 +595,44 @@ def _chain_or_dag(seed: int):
         g = random_dag(rng.randint(0, 10**6), n_ops=rng.randint(3, 7), max_bytes=5, p_save=rng.choice([0.4, 0.7, 1.0]))
     else:
         g = mixed_dag(rng.randint(0, 10**6), rng.randint(3, 7))
+
+    def long_last(fwd):
+        if rng.random() < 0.5:
+            fwd[-1] = float(rng.choice([3, 5, 8]))
+
+    return _random_costs(g, rng, long_last), rng
+
+
+def _random_costs(g, rng, long) -> Problem:
+    """``g`` with random compute (``long(fwd)`` may lengthen an op, as the language-model head),
+    copy times (a scale and sometimes a latency) and budget, drawn from ``rng``."""
     base = CostModel.unit(g, bwd_factor=1.0)
     scale, lat = rng.choice([0.25, 0.5, 1.0, 2.0, 4.0]), rng.choice([0.0, 0.0, 0.5])
     fwd = [float(rng.choice([0, 1, 1, 2])) for _ in g.ops]
-    if rng.random() < 0.5:
-        fwd[-1] = float(rng.choice([3, 5, 8]))
+    long(fwd)
     costs = dataclasses.replace(base, fwd_s=tuple(fwd), bwd_s=tuple(f * rng.choice([1.0, 2.0]) for f in fwd),
                                 d2h_s=tuple(x * scale + lat for x in base.d2h_s),
                                 h2d_s=tuple(x * scale + lat for x in base.h2d_s))
     p = Problem(g, costs)
     lo, hi = p.min_feasible_bytes, p.keep_all_peak
-    return p.with_budget(max(lo, math.floor(lo + rng.random() * (hi - lo)))), rng
+    return p.with_budget(max(lo, math.floor(lo + rng.random() * (hi - lo))))
+
+
+def _random_fitting_plans(p, rng, tries: int, swap: int, recompute: int):
+    """``(decisions, SimResult)`` of the plans among ``tries`` random ones that fit: each tensor
+    KEEP, SWAP or RECOMPUTE with weights 1, ``swap`` and ``recompute`` (where allowed)."""
+    from slackswap import Decision
+
+    g = p.graph
+    for _ in range(tries):
+        dec = {t: rng.choice([Decision.KEEP] + [Decision.SWAP] * swap * g.tensors[t].swappable
+                             + [Decision.RECOMPUTE] * recompute * g.tensors[t].recomputable) for t in p.planning_ids}
+        try:
+            r = simulate(p, Plan(dec), detail=False)
+        except SlackSwapError:
+            continue
+        if r.fits:
+            yield dec, r
 
 
 def test_the_copy_back_rows_hold_at_every_plans_decisions():
@@ -617,14 +644,12 @@ def test_the_copy_back_rows_hold_at_every_plans_decisions():
     rows and with chain rows, is never above the plan's simulated time. Each row made to claim
     too much fails this: ``v_read`` with 1.3 times the copy time, ``v_held`` one stage too far
     (``ms(y) >= j - 1``), ``v_chain`` with 1.3 times the re-runs after the read."""
-    from slackswap import Decision
     from slackswap.mip.aggregate import build
     from slackswap.planners.milp.planner import CHAIN_DEPTH
 
     checked = read = chained = 0
     for seed in range(300):
         p, rng = _chain_or_dag(seed)
-        g = p.graph
         aggs = {tight: build(p, integral=True, releases=True, tight=tight) for tight in (False, True)}
         if aggs[False] is None:
             continue
@@ -632,15 +657,7 @@ def test_the_copy_back_rows_hold_at_every_plans_decisions():
         read += any(n.startswith("v_read[") for n in aggs[True].model.row_names)
         names = aggs["chains"].model.row_names
         chained += any(n.startswith("v_chain[") for n in names)
-        for _ in range(4):
-            dec = {t: rng.choice([Decision.KEEP] + [Decision.SWAP] * 3 * g.tensors[t].swappable
-                                 + [Decision.RECOMPUTE] * 2 * g.tensors[t].recomputable) for t in p.planning_ids}
-            try:
-                r = simulate(p, Plan(dec), detail=False)
-            except SlackSwapError:
-                continue
-            if not r.fits:
-                continue
+        for dec, r in _random_fitting_plans(p, rng, 4, swap=3, recompute=2):
             for tight, agg in aggs.items():
                 assert _relaxation_at(p, agg, dec) <= r.step_time_s * (1 + 1e-9), (seed, tight)
                 checked += 1
@@ -807,16 +824,11 @@ def _residual_stack(seed: int):
         x = op(f"b{b}.add", rng.sample([x, y], 2), ["activation"], rng.choice([0.0, 0.3]))
     op("loss", [op("head", [x], ["activation"], 1.0)], ["loss"], 1.0)
     g = Graph(f"residual{seed}", tuple(ops), tuple(tensors))
-    base = CostModel.unit(g, bwd_factor=1.0)
-    scale, lat = rng.choice([0.25, 0.5, 1.0, 2.0, 4.0]), rng.choice([0.0, 0.0, 0.5])
-    fwd = [float(rng.choice([0, 1, 1, 2])) for _ in g.ops]
-    fwd[-2] = float(rng.choice([1, 3, 5, 8]))
-    costs = dataclasses.replace(base, fwd_s=tuple(fwd), bwd_s=tuple(f * rng.choice([1.0, 2.0]) for f in fwd),
-                                d2h_s=tuple(v * scale + lat for v in base.d2h_s),
-                                h2d_s=tuple(v * scale + lat for v in base.h2d_s))
-    p = Problem(g, costs)
-    lo, hi = p.min_feasible_bytes, p.keep_all_peak
-    return p.with_budget(max(lo, math.floor(lo + rng.random() * (hi - lo)))), rng
+
+    def long_head(fwd):
+        fwd[-2] = float(rng.choice([1, 3, 5, 8]))
+
+    return _random_costs(g, rng, long_head), rng
 
 
 def _sibling_graph(branch_first: bool):
@@ -935,27 +947,18 @@ def test_the_chain_rows_hold_on_residual_streams():
     section 7) where they matter: 300 seeded residual-stream problems (``_residual_stack``), one
     to four random plans each, the relaxation with the plan's decisions never above the plan's
     simulated time (the reader's own later inputs: the test above)."""
-    from slackswap import Decision
     from slackswap.mip.aggregate import build
     from slackswap.planners.milp.planner import CHAIN_DEPTH
 
     checked = 0
     for seed in range(300):
         p, rng = _residual_stack(seed)
-        g = p.graph
         agg = build(p, integral=True, releases=True, tight=True, chains=CHAIN_DEPTH)
         if agg is None:
             continue
-        for _ in range(4):
-            dec = {t: rng.choice([Decision.KEEP] + [Decision.SWAP] * 2 * g.tensors[t].swappable
-                                 + [Decision.RECOMPUTE] * 3 * g.tensors[t].recomputable) for t in p.planning_ids}
-            try:
-                r = simulate(p, Plan(dec), detail=False)
-            except SlackSwapError:
-                continue
-            if r.fits:
-                assert _relaxation_at(p, agg, dec) <= r.step_time_s * (1 + 1e-9), seed
-                checked += 1
+        for dec, r in _random_fitting_plans(p, rng, 4, swap=2, recompute=3):
+            assert _relaxation_at(p, agg, dec) <= r.step_time_s * (1 + 1e-9), seed
+            checked += 1
     assert checked >= 350, checked
 
 
