@@ -831,20 +831,24 @@ def _residual_stack(seed: int):
     return _random_costs(g, rng, long_head), rng
 
 
-def _sibling_graph(branch_first: bool):
-    """in -> embed -> a;  p(a) -> b;  s(in) -> c (unsaved);  add(b, c) or add(c, b) -> d;
-    head(d) -> logits;  loss. ``a`` is saved by p, ``b`` by add, ``d`` by head: regenerating ``d``
-    in the head's stage re-runs p (which reads ``a``), s and add, in the add's input order."""
+def _sibling_graph(branch_first: bool, c_saved: bool = False, head_reads_c: bool = False):
+    """in -> embed -> a;  p(a) -> b;  s(in) -> c;  add(b, c) or add(c, b) -> d;  head(d) -> logits;
+    loss (with an 8-byte workspace). ``a`` is saved by p, ``b`` by add, ``d`` by head: regenerating
+    ``d`` in the head's stage re-runs p (which reads ``a``), s and add, in the add's input order.
+    ``c`` is unsaved, or with ``c_saved`` saved by add too (a RECOMPUTE candidate), and with
+    ``head_reads_c`` also read and saved (first) by the head."""
     from slackswap.graph import Graph, Op, Tensor
 
-    tensors = (Tensor(0, "in", 1, None, kind="input"), Tensor(1, "a", 2, 0), Tensor(2, "b", 2, 1),
-               Tensor(3, "c", 2, 2), Tensor(4, "d", 2, 3), Tensor(5, "logits", 2, 4), Tensor(6, "l", 0, 5, kind="loss"))
+    tensors = (Tensor(0, "in", 1, None, kind="input"), Tensor(1, "a", 6, 0), Tensor(2, "b", 1, 1),
+               Tensor(3, "c", 1, 2), Tensor(4, "d", 1, 3), Tensor(5, "logits", 2, 4), Tensor(6, "l", 0, 5, kind="loss"))
     ops = (Op(0, "embed", None, "embedding", inputs=(0,), outputs=(1,), saves=()),
            Op(1, "p", None, "matmul", inputs=(1,), outputs=(2,), saves=(1,)),
            Op(2, "s", None, "matmul", inputs=(0,), outputs=(3,), saves=(0,)),
-           Op(3, "add", None, "elementwise", inputs=(2, 3) if branch_first else (3, 2), outputs=(4,), saves=(2,)),
-           Op(4, "head", None, "matmul", inputs=(4,), outputs=(5,), saves=(4,)),
-           Op(5, "loss", None, "loss", inputs=(5,), outputs=(6,), saves=(5,)))
+           Op(3, "add", None, "elementwise", inputs=(2, 3) if branch_first else (3, 2), outputs=(4,),
+              saves=(2, 3) if c_saved else (2,)),
+           Op(4, "head", None, "matmul", inputs=(3, 4) if head_reads_c else (4,), outputs=(5,),
+              saves=(3, 4) if head_reads_c else (4,)),
+           Op(5, "loss", None, "loss", inputs=(5,), outputs=(6,), saves=(5,), workspace_bytes=8))
     return Graph("sibling", ops, tensors)
 
 
@@ -901,7 +905,7 @@ def test_the_readers_own_later_inputs_re_run_before_the_read():
 
 @pytest.mark.parametrize("head_reads_c, branch_first", [(False, True), (False, False), (True, True)])
 def test_a_recompute_later_input_counts_only_when_nothing_needs_it_before(head_reads_c, branch_first):
-    """As ``_sibling_graph``, but ``c`` is saved (by add): a RECOMPUTE candidate. With add reading
+    """``_sibling_graph`` with ``c`` saved (by add): a RECOMPUTE candidate. With add reading
     ``b`` first, regenerating ``d`` reads ``a`` (p's re-run) before add makes ``c`` available, so
     when ``c`` is RECOMPUTE s re-runs after the read: the chain rows get an entry conditioned on
     ``c`` too (chain (d, b, c), re-runs after the read p, s and add). Not when add reads ``c``
@@ -910,19 +914,9 @@ def test_a_recompute_later_input_counts_only_when_nothing_needs_it_before(head_r
     relaxation at the plan's decisions meets the simulated time (budgets 14-18 bytes); counting s
     after the read where the head needs ``c`` first makes it 25 s where the plan takes 22 s."""
     from slackswap import Decision
-    from slackswap.graph import Graph, Op, Tensor
     from slackswap.mip.aggregate import build, rerun_chains
 
-    tensors = (Tensor(0, "in", 1, None, kind="input"), Tensor(1, "a", 6, 0), Tensor(2, "b", 1, 1),
-               Tensor(3, "c", 1, 2), Tensor(4, "d", 1, 3), Tensor(5, "logits", 2, 4), Tensor(6, "l", 0, 5, kind="loss"))
-    ops = (Op(0, "embed", None, "embedding", inputs=(0,), outputs=(1,), saves=()),
-           Op(1, "p", None, "matmul", inputs=(1,), outputs=(2,), saves=(1,)),
-           Op(2, "s", None, "matmul", inputs=(0,), outputs=(3,), saves=(0,)),
-           Op(3, "add", None, "elementwise", inputs=(2, 3) if branch_first else (3, 2), outputs=(4,), saves=(2, 3)),
-           Op(4, "head", None, "matmul", inputs=(3, 4) if head_reads_c else (4,), outputs=(5,),
-              saves=(3, 4) if head_reads_c else (4,)),
-           Op(5, "loss", None, "loss", inputs=(5,), outputs=(6,), saves=(5,), workspace_bytes=8))
-    g = Graph("later-input", ops, tensors)
+    g = _sibling_graph(branch_first, c_saved=True, head_reads_c=head_reads_c)
     names = {o.id: o.name for o in g.ops}
     chains = rerun_chains(g, {1, 2, 3, 4, 5}, {2: 0, 3: 1, 4: 2}, 8)
     after = {tuple(g.tensors[y].name for y in ch): {names[q] for q in aft} for ch, aft in chains[1]}
@@ -930,7 +924,7 @@ def test_a_recompute_later_input_counts_only_when_nothing_needs_it_before(head_r
     if branch_first and not head_reads_c:
         expected[("d", "b", "c")] = {"p", "s", "add"}
     assert after == expected
-    copy = tuple(4.0 * (t.bytes > 0) for t in tensors)
+    copy = tuple(4.0 * (t.bytes > 0) for t in g.tensors)
     costs = dataclasses.replace(CostModel.unit(g, bwd_factor=1.0), fwd_s=(1.0, 1.0, 3.0, 1.0, 1.0, 1.0),
                                 bwd_s=(1.0, 1.0, 3.0, 1.0, 1.0, 1.0), d2h_s=copy, h2d_s=copy)
     dec = {1: Decision.SWAP, 2: Decision.RECOMPUTE, 3: Decision.RECOMPUTE, 4: Decision.RECOMPUTE, 5: Decision.KEEP}

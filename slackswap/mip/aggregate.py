@@ -262,18 +262,15 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
                     grew = True
         return down
 
-    readers: dict[int, set[int]] = {}
-    for op in graph.ops:
-        for inp in op.inputs:
-            readers.setdefault(inp, set()).add(op.id)
+    readers = [set(c) for c in graph.consumers]       # per tensor: the ops that read it
     owners: dict[int, set[int]] = {}        # op -> the planning tensors whose regeneration re-runs it
     for z in planning:
         if graph.tensors[z].producer is not None:
             for o in regen(z):
                 owners.setdefault(o, set()).add(z)
 
-    def siblings(y: int, ops: set[int], q: int, t: int, top: int):
-        """The ops of ``ops`` (``y``'s regeneration, in stage ``top``) that re-run after ``q``, not
+    def siblings(y: int, chain: tuple[int, ...], ops: set[int], q: int, t: int, top: int):
+        """The ops of ``ops`` (``y``'s regeneration, ``y`` the last of ``chain``, in stage ``top``) that re-run after ``q``, not
         downstream of it, in the depth-first order of the backward pass (docs/timeline.md section
         3: a re-run first makes its inputs available, in input order): those after ``q``'s own
         re-run (``q`` reads ``t``), and those after ``q`` has made ``t`` available (a deeper op
@@ -304,7 +301,7 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
         down = downstream(ops, q)
 
         def needed(z: int) -> bool:      # may be needed before the backward step of op top
-            return bool(readers.get(z)) or max(graph.saved_by[z], default=-1) >= top
+            return bool(readers[z]) or max(graph.saved_by[z], default=-1) >= top
 
         def private(o: int, seen: frozenset) -> bool:
             """Op ``o`` re-runs only within ``y``'s regeneration: it regenerates no other planning
@@ -318,7 +315,7 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
                     if needed(w):
                         return False
                 else:
-                    for r in readers.get(w, ()):
+                    for r in readers[w]:
                         if r not in ops or (r not in down and (r in seen or not private(r, seen | {r}))):
                             return False
             return True
@@ -336,36 +333,33 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
             rz = regen(z)
             for w in {z} | {w for o in rz for w in graph.ops[o].outputs}:
                 if w in planning:
-                    if max(graph.saved_by[w], default=-1) >= top or not readers.get(w, set()) <= late:
+                    if max(graph.saved_by[w], default=-1) >= top or not readers[w] <= late:
                         return False
-                elif not readers.get(w, set()) <= late | rz:
+                elif not readers[w] <= late | rz:
                     return False
             return True
 
         return after(q), deeper, [(z, frozenset(regen(z))) for z in dict.fromkeys(later_reads)
-                                  if z not in chains_of[y] and fresh(z)]
+                                  if z not in chain and fresh(z)]
 
-    chains_of: dict[int, tuple[int, ...]] = {}
-
-    def walk(y: int, chain: tuple[int, ...], tail: frozenset, fresh: tuple = ()) -> None:
-        """``fresh``: ``(z, ops)`` of the levels above, RECOMPUTE candidates read after the reads
+    def walk(y: int, chain: tuple[int, ...], tail: frozenset, later: tuple = ()) -> None:
+        """``later``: ``(z, ops)`` of the levels above, RECOMPUTE candidates read after the reads
         below (``siblings``): each adds an entry ``(chain + (z,), after | ops)``, so its row holds
         when ``z`` is RECOMPUTE too."""
         ops = regen(y)
         top = max(graph.saved_by[chain[0]])
-        chains_of[y] = chain
         for q in sorted(ops):
             after = tail | downstream(ops, q)
             for t in dict.fromkeys(graph.ops[q].inputs):
                 if t not in planning or t in chain:
                     continue
-                direct, deeper, new = siblings(y, ops, q, t, top)
+                direct, deeper, new = siblings(y, chain, ops, q, t, top)
                 out.setdefault(t, []).append((chain, tuple(sorted(after | direct))))
-                for z, zops in fresh:
+                for z, zops in later:
                     if z != t:
                         out[t].append((chain + (z,), tuple(sorted(after | direct | zops))))
                 if t in x and len(chain) < depth:
-                    walk(t, chain + (t,), after | deeper, fresh + tuple(f for f in new if f[0] != t))
+                    walk(t, chain + (t,), after | deeper, later + tuple(f for f in new if f[0] != t))
 
     for y in x:
         walk(y, (y,), frozenset())
