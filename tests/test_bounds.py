@@ -936,6 +936,69 @@ def test_a_recompute_later_input_counts_only_when_nothing_needs_it_before(head_r
         assert _relaxation_at(p, agg, dec) == pytest.approx(r.step_time_s, rel=1e-9)
 
 
+def test_the_copies_back_that_one_stage_reads_queue_on_one_engine():
+    """embed -> a;  p(a) -> b;  add(a, b) -> d;  head(d);  loss (an 8-byte workspace). With ``a``
+    and ``b`` SWAP (3 bytes each) and ``d`` RECOMPUTE, the head's stage re-runs add, which reads
+    both; under 14-15 bytes neither fits at the loss's backward step, so both copies back (4 s
+    each) start when it ends and run one after the other before add's re-run: simulated 23 s.
+    Each chain row alone charges one copy (18 s); ``v_chains`` (docs/milp.md section 7, "The
+    copies back queue on one engine") charges both and the re-run after the last read: 23 s.
+    Counting 1.3 times the copy times makes it 25.4 s, above the plan's time."""
+    from slackswap import Decision
+    from slackswap.graph import Graph, Op, Tensor
+    from slackswap.mip.aggregate import build
+
+    tensors = (Tensor(0, "in", 1, None, kind="input"), Tensor(1, "a", 3, 0), Tensor(2, "b", 3, 1),
+               Tensor(3, "d", 1, 2), Tensor(4, "logits", 2, 3), Tensor(5, "l", 0, 4, kind="loss"))
+    ops = (Op(0, "embed", None, "embedding", inputs=(0,), outputs=(1,), saves=()),
+           Op(1, "p", None, "matmul", inputs=(1,), outputs=(2,), saves=(1,)),
+           Op(2, "add", None, "elementwise", inputs=(1, 2), outputs=(3,), saves=(1, 2)),
+           Op(3, "head", None, "matmul", inputs=(3,), outputs=(4,), saves=(3,)),
+           Op(4, "loss", None, "loss", inputs=(4,), outputs=(5,), saves=(4,), workspace_bytes=8))
+    g = Graph("pair", ops, tensors)
+    copy = tuple(4.0 * (t.bytes > 0) for t in tensors)
+    costs = dataclasses.replace(CostModel.unit(g, bwd_factor=1.0), d2h_s=copy, h2d_s=copy)
+    dec = {1: Decision.SWAP, 2: Decision.SWAP, 3: Decision.RECOMPUTE, 4: Decision.KEEP}
+    for budget in (14, 15):
+        p = Problem(g, costs).with_budget(budget)
+        r = simulate(p, Plan(dec), detail=False)
+        assert r.fits and r.step_time_s == pytest.approx(23.0)
+        agg = build(p, integral=True, releases=True, tight=True, chains=8)
+        assert [n for n in agg.model.row_names if n.startswith("v_chains[")] == ["v_chains[4,3]"]
+        assert _relaxation_at(p, agg, dec) == pytest.approx(23.0, rel=1e-9)
+        assert _relaxation_at(p, build(p, integral=True, releases=True, tight=True), dec) == pytest.approx(18.0)
+
+
+def test_five_copies_back_after_the_loss_are_charged_at_gpt2_four_layers():
+    """GPT-2 with 4 layers at 0.79 (floor 0.787): decisions that swap layer 2's attention output,
+    layer 1's MLP residual and three norm outputs of layers 2 and 3, all read by the re-runs that
+    rebuild the residual stream before the head's backward step. No copy back fits beside the
+    loss's backward step, so the five queue after it: simulated 47,889.77 us. With chain rows of
+    depth 12 but each copy charged alone the relaxation at these decisions said 44,732.50 us,
+    below the optimum (44,733.52 us, benchmarks/README.md); with ``v_chains`` 47,001.26 us."""
+    from slackswap import Decision
+    from slackswap.mip.aggregate import build
+    from slackswap.planners.milp.planner import CHAIN_DEPTH
+
+    p = Problem.build("gpt2", "a100-80gb", 0.79, layers=4)
+    swap = {f"L{i}.{n}" for i in (0, 1) for n in ("attn.out", "attn.proj_dropout.mask", "attn.residual")}
+    swap |= {"L0.attn.norm.out", "L0.mlp.dropout.mask", "L0.mlp.residual", "L1.mlp.residual", "L2.attn.out",
+             "L2.mlp.norm.out", "L3.attn.norm.out", "L3.mlp.norm.out"}
+    rec = {f"L{i}.{n}" for i in range(4) for n in ("q", "k", "v", "mlp.fc1", "mlp.gelu")}
+    rec |= {f"L{i}.{n}" for i in (2, 3) for n in ("attn.proj_dropout.mask", "attn.residual", "mlp.dropout.mask",
+                                                   "mlp.residual")}
+    rec |= {"embed.dropout.out", "embed.dropout.mask", "L0.mlp.norm.out", "L1.attn.norm.out", "L1.mlp.norm.out",
+            "L2.attn.norm.out", "L3.attn.out", "final_norm.out"}
+    names = {t: p.graph.tensors[t].name for t in p.planning_ids}
+    assert swap | rec <= set(names.values())
+    dec = {t: Decision.SWAP if names[t] in swap else Decision.RECOMPUTE if names[t] in rec else Decision.KEEP
+           for t in p.planning_ids}
+    step = simulate(p, Plan(dec), detail=False).step_time_s
+    assert step == pytest.approx(47_889.77e-6, rel=1e-6)
+    agg = build(p, integral=True, releases=True, tight=True, chains=CHAIN_DEPTH)
+    assert _relaxation_at(p, agg, dec) == pytest.approx(47_001.26e-6, rel=1e-6)
+
+
 def test_the_chain_rows_hold_on_residual_streams():
     """Validity of the chain rows with the re-runs of later inputs (``v_chain``, docs/milp.md
     section 7) where they matter: 300 seeded residual-stream problems (``_residual_stack``), one

@@ -99,7 +99,11 @@ Rows:
   read by an op ``q`` that regenerates ``y_m``, read by one that regenerates ``y_{m-1}``, ... up to
   ``y_1``; when all are RECOMPUTE the copy back ends before ``q`` starts, and the ops from ``q`` to
   the end of ``y_1``'s regeneration (``A``) all re-run after that, within the window
-  (``v_chain[t,j,k]``: ``(h2d_t + c_A - G)(v[t,j] + sum x[y_l] - m) <= D(ms(y_1), j)``); ``Wb_rel[j]``: ``Wb[j] <= sum b_t v[t,j]``. A copy
+  (``v_chain[t,j,k]``: ``(h2d_t + c_A - G)(v[t,j] + sum x[y_l] - m) <= D(ms(y_1), j)``), and
+  the copies back that chains read in one stage ``i`` together, on the one H2D engine after step
+  ``j``, the fewest re-runs after a read, ``a_i``, following the last (``v_chains[j,i]``: ``sum
+  h2d_t w[t,j,i] + a_i z[j,i] - G <= D(i, j)``, ``w[t,j,i] >= v[t,j] + c[t,i] - 1``, ``c[t,i]`` at
+  least each inclusion-minimal chain's condition, ``z >= w``: docs/milp.md section 7); ``Wb_rel[j]``: ``Wb[j] <= sum b_t v[t,j]``. A copy
   back issued early holds its memory until the use. With ``tight=True``, ``o[t,j]``: swapped tensor
   ``t`` copied out in full by ``S^b_j``; a copy out once done stays done, so ``o[t,j] >= v[t,j]``,
   ``>= o`` at every earlier backward step (``o_mono``) and ``>=`` every ``u[t,k]`` (``o_fwd``), ``<=
@@ -366,6 +370,17 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
     return out
 
 
+def minimal_sets(chains) -> list[tuple[int, ...]]:
+    """The inclusion-minimal sets among ``chains`` (iterables of tensor ids), each as a sorted
+    tuple: a condition "every tensor of some chain is RECOMPUTE" holds exactly when it holds for
+    one of them."""
+    kept: list[frozenset] = []
+    for ch in sorted({frozenset(ch) for ch in chains}, key=len):
+        if not any(k <= ch for k in kept):
+            kept.append(ch)
+    return [tuple(sorted(k)) for k in kept]
+
+
 def segments(m: Model, g, pset: set[int], x: dict[int, int], ms: dict[int, int], steps: list[int],
              again: dict[int, int], rebuilt: dict[int, list[tuple[int, int]]]) -> dict[int, dict[int, int]]:
     """The ``seg`` rows (``tight=True``): a RECOMPUTE tensor ``t`` with ``ms(t) < j`` is resident
@@ -629,6 +644,25 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
 
     readers = rerun_readers(g, pset, x) if rel else {}
     deep = rerun_chains(g, pset, x, chains) if rel and tight and chains > 0 else {}
+    # v_chains: the copies back of the tensors that chains read in one stage queue on one engine
+    queued: dict[int, dict[int, int]] = {}      # top -> {t: v[t,j]} at the current j
+    least: dict[int, float] = {}                # top -> the fewest re-runs after a read
+    chained: dict[tuple[int, int], int] = {}    # (t, top) -> c_chain[t,top]
+
+    def queue_row(j: int, top: int, absent: dict[int, int]) -> None:
+        """``v_chains[j,top]`` (docs/milp.md section 7, "The copies back queue on one engine")."""
+        terms = [(least[top], m.var(f"z_chains[{j},{top}]", 0.0, 1.0))]
+        for t, v in absent.items():
+            if (t, top) not in chained:
+                cv = chained[t, top] = m.var(f"c_chain[{t},{top}]", 0.0, 1.0)
+                for i, ch in enumerate(minimal_sets(ch for ch, _ in deep[t] if ms[ch[0]] == top)):
+                    m.add_ge(f"c_chain_if[{t},{top},{i}]", [(1, cv)] + [(-1, x[y]) for y in ch], 1 - len(ch))
+            w = m.var(f"w_chain[{t},{j},{top}]", 0.0, 1.0)
+            m.add_ge(f"w_chain_if[{t},{j},{top}]", [(1, w), (-1, v), (-1, chained[t, top])], -1)
+            m.add_ge(f"z_chains_if[{j},{top},{t}]", [(1, terms[0][1]), (-1, w)], 0)
+            terms.append((h2d(t), w))
+        m.add_le(f"v_chains[{j},{top}]", terms + window(top, j), (b_after[top] - b_after[j - 1]) / t0)
+
     for j in range(n):
         if need_b[j] > 0:
             wv = m.var(f"Wb[{j}]")
@@ -673,7 +707,14 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
                             if j > top > ms[t.id]:
                                 back_row(f"v_chain[{t.id},{j},{k}]", t.id, v, top, j, [x[y] for y in ch],
                                          sum(cost[q] for q in after) / t0)
+                                queued.setdefault(top, {})[t.id] = v
+                                least[top] = min(least.get(top, math.inf), sum(cost[q] for q in after) / t0)
                 m.add_le(f"Wb_rel[{j}]", [(1, wv)] + [(-size[t], v) for t, v in vs.items()], 0)
+                for top, absent in queued.items():
+                    if len(absent) > 1:
+                        queue_row(j, top, absent)
+                queued.clear()
+                least.clear()
                 if not tight:
                     m.add_le(f"v_d2h[{j}]", [(d2h(t), v) for t, v in vs.items()] + [(-1, MT[n]), (-1, sig[n]),
                                                                                       (-1, rerun(j)), (-1, beta[j])],

@@ -11,7 +11,7 @@ import time
 from ...plan import Decision, Plan, SolveInfo, Status
 from ...timeline import simulate
 from .clock import import_cost
-from .planner import AGGREGATE_PROOF_GAP, CHAIN_DEPTH, _decisions, _gap
+from .planner import AGGREGATE_PROOF_GAP, CHAIN_DEPTH, _decisions, _gap, chain_search
 
 
 def beyond_exact(self, problem, warm, src, wall, deadline):
@@ -111,6 +111,11 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
         if deep is not None and deep > bound:
             bound, how = deep, "dual bound of the aggregated MILP with its tight and chain rows"
         consider("the decisions of the aggregated MILP with chain rows", cand3)
+        if obj is not None and _gap(obj, bound) > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
+            cand, s, note = chain_search(self, problem, cand3, bound, deadline)
+            if cand is not None and s < obj:
+                best, obj, inc = cand, s, ("incumbent: the incumbent search (from the decisions of the aggregated "
+                                           f"MILP with chain rows: {note})")
     if best is None and self.allow_recompute:   # every plan maps into the relaxation: its bound holds
         from ..dp import multilevel_plan
 

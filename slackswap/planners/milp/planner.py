@@ -57,9 +57,11 @@ SMALL_AGGREGATE_TENSORS = 80
 # the third aggregated pass's longest chain of RECOMPUTE tensors read by one re-run (``v_chain``;
 # docs/milp.md section 7): near its floor GPT-2 regenerates the residual stream down from the final
 # norm before the head's backward step, about five tensors a layer (GPT-2 2 layers at 0.88: tight
-# bound 31,418.58 us, 31,561.59 with 4, 31,865.80 with 6 and with 8; 4 layers at 0.79: 44,240.91
-# with 6, 44,280.11 with 8, 12, 16 and 24; optimum at 2 layers 32,193.64 us)
-CHAIN_DEPTH = 8
+# bound 31,418.58 us, 31,561.59 with 4, 31,865.80 with 6 and with 8, before the re-runs of later
+# inputs; 4 layers at 0.79, with them: 44,548.97 with 8, 44,613.46 with 10, 44,732.49 with 12 and
+# 16, and with ``v_chains`` too 44,548.97 with 8, 44,733.508 with 12, the optimum 44,733.521 to the
+# MILP's tolerance, in 27.4 s)
+CHAIN_DEPTH = 12
 SMALL_AGGREGATE_NODES = 10000
 # simulations of the incumbent search (``improve_sims=None``): up to SMALL_AGGREGATE_TENSORS planning
 # tensors a simulation takes milliseconds, and the search from the aggregated MILP's decisions
@@ -67,6 +69,12 @@ SMALL_AGGREGATE_NODES = 10000
 # 40.468 us, the aggregated MILP's bound, after 5,000: docs/milp.md section 5)
 IMPROVE_SIMS = 500
 SMALL_IMPROVE_SIMS = 5000
+# the share of those simulations for a search from the third pass's decisions alone, while a gap is
+# still open after it (``chain_search``): GPT-2 4 layers at 0.88, the decisions of the MILP with
+# chain rows simulate to 41,180.05 us, and one two-tensor move from them (500 simulations, 0.9 s)
+# reaches 41,027.994 us, within 1e-6 of its bound, where the search before the pass, from three
+# other starts, had ended at 41,028.325 us
+CHAIN_SEARCH_SHARE = 0.1
 # the aggregated MILP's safety cap in seconds (``aggregate_time_s=None``): 2,000 nodes took up to
 # about two minutes at `tiny` 4 layers on the 2-core machine (1,264 nodes at 0.5: 50-100 s); a cap
 # that stops them makes the bound depend on machine speed
@@ -443,6 +451,7 @@ class MilpPlanner:
                 how = f"the dual bound of the aggregated MILP with {rows}"
             consider(label, cand2)
             gap = _gap(obj, bound)
+            return cand2
 
         if passes:
             another_pass(*passes[0])
@@ -451,7 +460,12 @@ class MilpPlanner:
             obj = simulate(problem, warm, detail=False).step_time_s
             gap = _gap(obj, bound)
         if passes and gap is not None and gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
-            another_pass(*passes[1])     # the chain rows, while a gap is still open after the search
+            third = another_pass(*passes[1])     # the chain rows, while a gap is still open after the search
+            if gap is not None and gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
+                cand, s, note = chain_search(self, problem, third, bound, until)
+                if cand is not None and s < obj:
+                    warm, obj, src = cand, s, f"the incumbent search (from the decisions of {passes[1][1]}: {note})"
+                    gap = _gap(obj, bound)
         if gap is None or gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
             return None, warm, src
         status = Status.OPTIMAL if gap <= self.mip_rel_gap else Status.FEASIBLE
@@ -583,6 +597,30 @@ class MilpPlanner:
             if r.fits and r.step_time_s < bt:
                 best, bt, src = p, r.step_time_s, name
         return best, src
+
+
+def chain_search(self, problem, cand, bound: float, until: float | None):
+    """``(plan, step_s, note)``: the incumbent search (``improve``) from the third pass's decisions
+    ``cand`` alone, for ``CHAIN_SEARCH_SHARE`` of the planner's simulations (``_improve_work``) and
+    within ``until``; ``(None, inf, "")`` without a candidate that fits or without simulations.
+    The search before the third pass started from the other candidates; this one starts where
+    the relaxation with chain rows points (docs/milp.md section 7, "The copies back queue on one
+    engine")."""
+    from .improve import improve
+
+    sims = round(CHAIN_SEARCH_SHARE * self._improve_work(problem))
+    if cand is None or sims <= 0 or (until is not None and time.perf_counter() >= until):
+        return None, math.inf, ""
+    r = simulate(problem, cand, detail=False)
+    if not (r.feasible and r.fits):
+        return None, math.inf, ""
+    better, s, note = improve(problem, cand, r.step_time_s, allow_swap=self.allow_swap,
+                              allow_recompute=self.allow_recompute, max_sims=sims, until=until,
+                              variants_too=False, bound=bound)
+    if better is None or not s < r.step_time_s:
+        return cand, r.step_time_s, "no move improved it"
+    return (Plan(better.decisions, issue_points=better.issue_points, planner=self.name, params=self.params,
+                 problem_key=problem.key), s, note)
 
 
 def heuristic_plans(problem, exclude=(), until: float | None = None) -> list[tuple[str, Plan]]:
