@@ -129,8 +129,8 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     seconds, whichever comes first; ``releases`` adds the per-copy release rows (``build``), for
     a few dozen planning tensors, and ``tight`` with them the ``rho_by``, ``o`` and ``seg`` rows
     (without ``releases`` HiGHS's symmetry detection is off: ``_solve_pooled``), and ``chains``
-    with those the copy-back rows along chains of up to that many RECOMPUTE tensors (``v_chain``:
-    ``build``). ``solver``
+    with those the copy-back rows along chains of up to that many RECOMPUTE tensors, as deep as
+    their rows fit in ``aggregate.CHAIN_NONZEROS`` (``v_chain``, ``v_chains``: ``build``). ``solver``
     (with ``integral``): ``"highs"``; ``"scip"``, SCIP through OR-Tools (``_solve_scip``;
     ``pip install slackswap[ortools]``), whose dual bound rises faster on the full-size presets'
     MILP at low budgets (llama-7b at 0.2: 1798.69 ms after 20 nodes against HiGHS's 1794.04 ms;

@@ -999,6 +999,29 @@ def test_five_copies_back_after_the_loss_are_charged_at_gpt2_four_layers():
     assert _relaxation_at(p, agg, dec) == pytest.approx(47_001.26e-6, rel=1e-6)
 
 
+def test_the_chain_rows_stop_as_deep_as_their_rows_fit():
+    """``build(chains=K)`` follows chains as deep as ``K`` while their ``v_chain`` rows fit in
+    ``CHAIN_NONZEROS`` (``chain_depth``): GPT-2 with 4 layers at 0.79 keeps depth 12 (32,825
+    nonzeros, the rows the bound there needs); `tiny` with 5 layers at 0.5, whose short steps let a
+    copy back wait behind almost every backward step, had 2.1 M at depth 8 and 15.7 M at 12, and
+    now stops at the depth whose rows fit."""
+    import numpy as np
+
+    from slackswap.mip.aggregate import CHAIN_NONZEROS, build
+
+    def chain_nonzeros(p, chains):
+        agg = build(p, integral=True, releases=True, tight=True, chains=chains)
+        per_row = np.diff(agg.model.csr().indptr)
+        return sum(int(k) for n, k in zip(agg.model.row_names, per_row, strict=True) if n.startswith("v_chain["))
+
+    gpt2 = Problem.build("gpt2", "a100-80gb", 0.79, layers=4)
+    assert chain_nonzeros(gpt2, 12) == 32_825
+    tiny = Problem.build("tiny", "a100-80gb", 0.5, layers=5)
+    nz = chain_nonzeros(tiny, 12)
+    assert 0 < nz <= CHAIN_NONZEROS
+    assert chain_nonzeros(tiny, 3) < nz         # the depth it stops at is more than 3
+
+
 def test_the_chain_rows_hold_on_residual_streams():
     """Validity of the chain rows with the re-runs of later inputs (``v_chain``, docs/milp.md
     section 7) where they matter: 300 seeded residual-stream problems (``_residual_stack``), one
