@@ -604,8 +604,8 @@ def chain_search(self, problem, cand, bound: float, until: float | None):
     ``cand`` alone, for ``CHAIN_SEARCH_SHARE`` of the planner's simulations (``_improve_work``) and
     within ``until``; ``(None, inf, "")`` without a candidate that fits or without simulations.
     The search before the third pass started from the other candidates; this one starts where
-    the relaxation with chain rows points (docs/milp.md section 7, "The copies back queue on one
-    engine")."""
+    the relaxation with chain rows points (docs/milp.md section 7, "A search from the third pass's
+    decisions")."""
     from .improve import improve
 
     sims = round(CHAIN_SEARCH_SHARE * self._improve_work(problem))
