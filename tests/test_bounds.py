@@ -714,6 +714,17 @@ def test_a_bad_chain_depth_is_named(kw, match):
         aggregate_bound(p, integral=True, **kw)
 
 
+def _named_decisions(p, swap: set[str], rec: set[str]) -> dict:
+    """Decisions by tensor name: SWAP for the names in ``swap``, RECOMPUTE for those in ``rec``,
+    KEEP for the other planning tensors (every name must be one of them)."""
+    from slackswap import Decision
+
+    names = {t: p.graph.tensors[t].name for t in p.planning_ids}
+    assert swap | rec <= set(names.values()) and not swap & rec
+    return {t: Decision.SWAP if names[t] in swap else Decision.RECOMPUTE if names[t] in rec else Decision.KEEP
+            for t in p.planning_ids}
+
+
 def test_a_copy_back_read_through_a_chain_of_re_runs_is_charged():
     """GPT-2 with 2 layers at 0.88 (its floor is 0.877): the tight MILP's incumbent recomputes the
     residual stream from layer 1's attention residual (SWAP) up to the final norm, whose re-run
@@ -722,7 +733,6 @@ def test_a_copy_back_read_through_a_chain_of_re_runs_is_charged():
     simulated 32,435.22 us. The tight relaxation at its decisions says 31,418.59 us (it lets the
     re-runs cover the copy); with the chain rows (``v_chain``: the chain of RECOMPUTE tensors
     final norm, layer 1's MLP residual, gelu, fc1, MLP norm) the simulated time."""
-    from slackswap import Decision
     from slackswap.mip.aggregate import build
     from slackswap.planners.milp.planner import CHAIN_DEPTH
 
@@ -733,10 +743,7 @@ def test_a_copy_back_read_through_a_chain_of_re_runs_is_charged():
            "L1.mlp.residual", "final_norm.out", "final_norm.stats"}
     swap = {"L0.attn.norm.stats", "L0.q", "L0.k", "L0.v", "L0.attn.out", "L0.attn.residual", "L0.mlp.dropout.mask",
             "L0.mlp.residual", "L1.attn.out", "L1.attn.proj_dropout.mask", "L1.attn.residual"}
-    names = {t: p.graph.tensors[t].name for t in p.planning_ids}
-    assert rec | swap <= set(names.values())
-    dec = {t: Decision.RECOMPUTE if names[t] in rec else Decision.SWAP if names[t] in swap else Decision.KEEP
-           for t in p.planning_ids}
+    dec = _named_decisions(p, swap, rec)
     step = simulate(p, Plan(dec), detail=False).step_time_s
     assert step == pytest.approx(32_435.22e-6, rel=1e-6)
     tight = _relaxation_at(p, build(p, integral=True, releases=True, tight=True), dec)
@@ -976,7 +983,6 @@ def test_five_copies_back_after_the_loss_are_charged_at_gpt2_four_layers():
     loss's backward step, so the five queue after it: simulated 47,889.77 us. With chain rows of
     depth 12 but each copy charged alone the relaxation at these decisions said 44,732.50 us,
     below the optimum (44,733.52 us, benchmarks/README.md); with ``v_chains`` 47,001.26 us."""
-    from slackswap import Decision
     from slackswap.mip.aggregate import build
     from slackswap.planners.milp.planner import CHAIN_DEPTH
 
@@ -989,10 +995,7 @@ def test_five_copies_back_after_the_loss_are_charged_at_gpt2_four_layers():
                                                    "mlp.residual")}
     rec |= {"embed.dropout.out", "embed.dropout.mask", "L0.mlp.norm.out", "L1.attn.norm.out", "L1.mlp.norm.out",
             "L2.attn.norm.out", "L3.attn.out", "final_norm.out"}
-    names = {t: p.graph.tensors[t].name for t in p.planning_ids}
-    assert swap | rec <= set(names.values())
-    dec = {t: Decision.SWAP if names[t] in swap else Decision.RECOMPUTE if names[t] in rec else Decision.KEEP
-           for t in p.planning_ids}
+    dec = _named_decisions(p, swap, rec)
     step = simulate(p, Plan(dec), detail=False).step_time_s
     assert step == pytest.approx(47_889.77e-6, rel=1e-6)
     agg = build(p, integral=True, releases=True, tight=True, chains=CHAIN_DEPTH)
