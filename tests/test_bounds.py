@@ -948,8 +948,9 @@ def test_the_copies_back_that_one_stage_reads_queue_on_one_engine():
     and ``b`` SWAP (3 bytes each) and ``d`` RECOMPUTE, the head's stage re-runs add, which reads
     both; under 14-15 bytes neither fits at the loss's backward step, so both copies back (4 s
     each) start when it ends and run one after the other before add's re-run: simulated 23 s.
-    Each chain row alone charges one copy (18 s); ``v_chains`` (docs/milp.md section 7, "The
-    copies back queue on one engine") charges both and the re-run after the last read: 23 s.
+    The tight rows alone say 18 s; each chain row charges one copy and the re-run after it (19 s
+    before ``v_chains``); ``v_chains`` (docs/milp.md section 7, "The copies back queue on one
+    engine") charges both copies and the re-run after the last read: 23 s.
     Counting 1.3 times the copy times makes it 25.4 s, above the plan's time."""
     from slackswap import Decision
     from slackswap.graph import Graph, Op, Tensor
