@@ -665,12 +665,17 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
             return [(-1, rerun(i)), (-1, beta[i]), (1, rerun(j)), (1, beta[j])]
         return [(-1, extra)]
 
+    def excess(t: int, later: float, i: int, j: int) -> float:
+        """What a copy back of ``t`` after step ``j`` and ``later`` re-runs add to the window up to
+        ``S^b_i`` beyond the nominal time of the steps strictly between (``back_row``)."""
+        return h2d(t) + later - (b_after[i] - b_after[j - 1]) / t0
+
     def back_row(name: str, t: int, v: int, i: int, j: int, cond: list[int], later: float = 0.0) -> None:
         """Tensor ``t`` absent at the backward step of op ``j`` (``v``) comes back, ``h2d_t`` long,
         after that step ends and before ``S^b_i``, when every column of ``cond`` is 1: the stall
         and re-runs between (``window``) cover what the steps strictly between do not, and
         ``later`` more (re-runs that follow the copy back within the window)."""
-        k = h2d(t) + later - (b_after[i] - b_after[j - 1]) / t0
+        k = excess(t, later, i, j)
         if k > 0:
             m.add_le(name, [(k, v)] + [(k, z) for z in cond] + window(i, j), k * len(cond))
 
@@ -678,17 +683,17 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
     deep = rerun_chains(g, pset, x, chains) if rel and tight and chains > 0 else {}
     if deep:       # as deep as the rows fit in CHAIN_NONZEROS
         depth = chain_depth(deep, {t.id for t in planning if t.id in s}, ms,
-                            [j for j in range(n) if need_b[j] > 0], lambda t, after, i, j: (
-                                h2d(t) + sum(cost[q] for q in after) / t0 - (b_after[i] - b_after[j - 1]) / t0 > 0))
+                            [j for j in range(n) if need_b[j] > 0],
+                            lambda t, after, i, j: excess(t, sum(cost[q] for q in after) / t0, i, j) > 0)
         deep = {t: [e for e in ents if len(e[0]) <= depth] for t, ents in deep.items()}
     # v_chains: the copies back of the tensors that chains read in one stage queue on one engine
-    queued: dict[int, dict[int, int]] = {}      # top -> {t: v[t,j]} at the current j
-    least: dict[int, float] = {}                # top -> the fewest re-runs after a read
     chained: dict[tuple[int, int], int] = {}    # (t, top) -> c_chain[t,top]
 
-    def queue_row(j: int, top: int, absent: dict[int, int]) -> None:
-        """``v_chains[j,top]`` (docs/milp.md section 7, "The copies back queue on one engine")."""
-        terms = [(least[top], m.var(f"z_chains[{j},{top}]", 0.0, 1.0))]
+    def queue_row(j: int, top: int, absent: dict[int, int], fewest: float) -> None:
+        """``v_chains[j,top]`` (docs/milp.md section 7, "The copies back queue on one engine"):
+        ``absent`` the tensors ``t`` with chain rows at step ``j`` that end in stage ``top``
+        (``{t: v[t,j]}``), ``fewest`` the least re-runs after a read of their chains."""
+        terms = [(fewest, m.var(f"z_chains[{j},{top}]", 0.0, 1.0))]
         for t, v in absent.items():
             if (t, top) not in chained:
                 cv = chained[t, top] = m.var(f"c_chain[{t},{top}]", 0.0, 1.0)
@@ -713,6 +718,8 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
                 m.add_le(f"Wb_d2h[{j}]", [(1, wv)] + terms, rhs)
             if rel:
                 vs = {}
+                queued: dict[int, dict[int, int]] = {}      # top -> {t: v[t,j]}: chains that end in stage top
+                least: dict[int, float] = {}                # top -> the fewest re-runs after a read
                 for t in planning:
                     if t.id in s and ms[t.id] < j:
                         v = vs[t.id] = m.var(f"v[{t.id},{j}]", 0.0, 1.0, binary=integral)
@@ -742,16 +749,14 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
                         for k, (ch, after) in enumerate(deep.get(t.id, ())):
                             top = ms[ch[0]]
                             if j > top > ms[t.id]:
-                                back_row(f"v_chain[{t.id},{j},{k}]", t.id, v, top, j, [x[y] for y in ch],
-                                         sum(cost[q] for q in after) / t0)
+                                later = sum(cost[q] for q in after) / t0
+                                back_row(f"v_chain[{t.id},{j},{k}]", t.id, v, top, j, [x[y] for y in ch], later)
                                 queued.setdefault(top, {})[t.id] = v
-                                least[top] = min(least.get(top, math.inf), sum(cost[q] for q in after) / t0)
+                                least[top] = min(least.get(top, math.inf), later)
                 m.add_le(f"Wb_rel[{j}]", [(1, wv)] + [(-size[t], v) for t, v in vs.items()], 0)
-                for top, absent in queued.items():
+                for top, absent in queued.items():     # v_chains: the copies back on one engine
                     if len(absent) > 1:
-                        queue_row(j, top, absent)
-                queued.clear()
-                least.clear()
+                        queue_row(j, top, absent, least[top])
                 if not tight:
                     m.add_le(f"v_d2h[{j}]", [(d2h(t), v) for t, v in vs.items()] + [(-1, MT[n]), (-1, sig[n]),
                                                                                       (-1, rerun(j)), (-1, beta[j])],
