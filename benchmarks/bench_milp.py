@@ -6,6 +6,7 @@
     python benchmarks/bench_milp.py exact tiny --layers 1 2 --time-limit 20 [--solver scip] [--cutoff off] [--aggregate-rows off] [--hold-points on]
     python benchmarks/bench_milp.py sizes tiny gpt2 --layers 1 2 3 4 --budget 0.95
     python benchmarks/bench_milp.py gaps --time-limit 60   # the presets at budgets 0.2-0.9
+    python benchmarks/bench_milp.py defaults --time-limit 60   # the same with milp's defaults alone
     python benchmarks/bench_milp.py gaps bert-large --budgets 0.3 --time-limit none --improve-sims 2000
     python benchmarks/bench_milp.py gaps llama-7b --budgets 0.2 0.3 --time-limit 60 --aggregate-nodes none
     python benchmarks/bench_milp.py gaps --time-limit 60 --aggregate-solver highs+scip --aggregate-nodes none --improve-sims 0
@@ -24,6 +25,9 @@ by N simulations (a work limit: with ``--time-limit none`` the same plans on any
 only the first column);
 the aggregated MILP stops after ``--aggregate-nodes`` nodes (20, the planner's default; ``none``:
 at its share of the time limit only), on ``--aggregate-solver`` (HiGHS, SCIP, or both at once).
+``defaults``: ``planners.get("milp", time_limit_s=...)`` with every other parameter at its
+default (the ``gaps`` columns set ``improve_sims``), on each preset at ``--budgets``: proven gap,
+wall, incumbent, certified bound and where the bound came from (no other option is read).
 ``exact``: the exact formulation (section 1-6) on small models: build time, size, status.
 ``relax``: the aggregated relaxation alone (section 7) on cut presets, without and with its
 per-copy release rows (``releases``), and with those and its tight rows (``tight``, the
@@ -105,6 +109,27 @@ def gaps(a) -> None:
             on = f"{100 * i1.gap:.3f}% | {w1:.1f} s" if len(cells) > 1 else "not run (--improve-sims 0) |"
             print(f"| {name} | {b} | {100 * i0.gap:.3f}% | {w0:.1f} s | {on} | "
                   f"{i1.objective * 1e3:.2f} ms | {i1.lower_bound * 1e3:.2f} ms |", flush=True)
+
+
+def defaults(a) -> None:
+    print("| model | budget | proven gap | wall | incumbent | certified bound | bound |")
+    print("|---" * 7 + "|")
+    for name in a.models or FULL:
+        for b in a.budgets:
+            try:
+                p = Problem.build(name, a.hardware, b)
+            except BudgetError as e:
+                print(f"| {name} | {b} | no problem: {e} | | | | |", flush=True)
+                continue
+            t0 = time.perf_counter()
+            plan = planners.get("milp", time_limit_s=a.time_limit).plan(p)
+            wall = time.perf_counter() - t0
+            i = plan.info
+            r = simulate(p, plan, detail=False)
+            assert r.fits and abs(r.step_time_s - i.objective) <= 1e-9 * r.step_time_s
+            how = i.message.rpartition("bound: ")[2] if "bound: " in i.message else i.message
+            print(f"| {name} | {b} | {100 * i.gap:.3f}% | {wall:.1f} s | {i.objective * 1e3:.2f} ms | "
+                  f"{i.lower_bound * 1e3:.2f} ms | {how} |", flush=True)
 
 
 def layers(a) -> None:
@@ -189,7 +214,7 @@ def relax(a) -> None:
                 lp = p.ideal_step_s + aggregate_bound(p, releases=rel, tight=tight)[0]
                 extra, agg, res = aggregate_bound(p, integral=True, node_limit=a.aggregate_nodes,
                                                   time_limit_s=a.aggregate_time, releases=rel, tight=tight,
-                                                  solver=a.aggregate_solver)
+                                                  solver="highs" if a.aggregate_solver == "auto" else a.aggregate_solver)
                 wall = time.perf_counter() - t0
                 cols = len(agg.model.names) if agg is not None else 0
                 bins = sum(agg.model.integer) if agg is not None else 0
@@ -315,14 +340,14 @@ def binding(a) -> None:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=["full", "layers", "backends", "exact", "sizes", "gaps", "relax", "small",
-                                         "binding"])
+    ap.add_argument("mode", choices=["full", "layers", "backends", "exact", "sizes", "gaps", "defaults", "relax",
+                                         "small", "binding"])
     ap.add_argument("models", nargs="*")
     ap.add_argument("--hardware", default="a100-80gb")
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--aggregate-nodes", type=_nodes, default=20, help="branch-and-bound nodes for the aggregated MILP, or 'none' (no node limit: its time cap only; exact mode: 0 always builds the exact model)")
-    ap.add_argument("--aggregate-solver", choices=["highs", "scip", "highs+scip"], default="highs",
-                    help="gaps and relax modes: the aggregated MILP's solver (milp aggregate_solver)")
+    ap.add_argument("--aggregate-solver", choices=["auto", "highs", "scip", "highs+scip"], default="auto",
+                    help="gaps and relax modes: the aggregated MILP's solver (milp aggregate_solver; relax mode: 'auto' is HiGHS)")
     ap.add_argument("--aggregate-time", type=float, default=60.0, help="safety cap in seconds for the aggregated MILP")
     ap.add_argument("--time-limit", type=_limit, default=20.0,
                     help="exact and gaps modes: time_limit_s in seconds, or 'none' (no limit)")
@@ -342,7 +367,7 @@ def main(argv=None):
     ap.add_argument("--solver", default="highs", help="exact mode: milp solver (highs, cbc, cvxpy, scip, cpsat)")
     a = ap.parse_args(argv)
     {"full": full, "layers": layers, "backends": backends, "exact": exact, "sizes": sizes, "gaps": gaps,
-     "relax": relax, "small": small, "binding": binding}[a.mode](a)
+     "defaults": defaults, "relax": relax, "small": small, "binding": binding}[a.mode](a)
 
 
 if __name__ == "__main__":

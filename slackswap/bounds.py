@@ -183,12 +183,88 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
         res = milp(obj, constraints=LinearConstraint(mdl.csr(), mdl.lo, mdl.hi),
                    integrality=np.asarray(mdl.integer, int), bounds=Bounds(mdl.lb, mdl.ub), options=opts)
         val = res.fun if res.status == 0 else None
+    if val is not None and math.isfinite(val) and not integral:
+        val = float(val) + mdl.obj_const    # scipy's milp leaves the objective's constant out; HiGHS and SCIP count it
+    return _extra(val, agg, integral), agg, res
+
+
+def _extra(val, agg, integral: bool) -> float:
+    """Seconds over the ideal step certified by a solver's bound ``val`` on ``agg``'s model (with
+    the objective's constant), shaved by the solver's tolerance (``aggregate_bound``); 0.0 for
+    no bound."""
     if val is None or not math.isfinite(val):
-        return 0.0, agg, res
+        return 0.0
     shave = MIP_SHAVE if integral else LP_SHAVE
-    if not integral:        # scipy's milp leaves the objective's constant out; HiGHS and SCIP count it
-        val = float(val) + mdl.obj_const
-    return max(0.0, (float(val) - shave) * agg.t0 * (1 - 1e-9)), agg, res
+    return max(0.0, (float(val) - shave) * agg.t0 * (1 - 1e-9))
+
+
+class BackgroundBound:
+    """The aggregated MILP of ``problem`` (no release rows) on SCIP in a second thread, without a
+    node limit, from construction until ``time_limit_s`` seconds have passed or ``finish()`` is
+    called (the ``milp`` planner's ``aggregate_solver="auto"`` under a time limit on the
+    full-size presets: SCIP uses the second core while the planner's thread runs HiGHS's
+    nodes and the incumbent search; SCIP releases the GIL). Its bound holds however it stops;
+    it depends on machine speed. Needs OR-Tools."""
+
+    def __init__(self, problem, time_limit_s: float, mip_rel_gap: float = 1e-6):
+        import threading
+        import time
+
+        self._end = time.perf_counter() + float(time_limit_s)
+        self._grace = _stop_grace(time_limit_s)
+        self._gap = mip_rel_gap
+        self._out: dict = {}
+        self._lock = threading.Lock()
+        self._solver = None
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, args=(problem,), name="slackswap-aggregate-scip",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, problem) -> None:
+        import time
+
+        from .mip.aggregate import build
+
+        try:
+            agg = self._out["agg"] = build(problem, integral=True)
+            left = self._end - time.perf_counter()
+            if agg is None or agg.model.infeasible or left <= 0.5 or self._stopped:
+                return
+            self._out["res"] = _solve_scip(agg.model, left, self._gap, None, started=self._started)
+        except BaseException as e:      # re-raised by finish()
+            self._out["error"] = e
+
+    def _started(self, solver) -> None:
+        with self._lock:
+            self._solver = solver
+            late = self._stopped
+        if late:        # finish() was called while OR-Tools' model was being built
+            solver.SetTimeLimit(1)
+
+    def finish(self, wait: bool = False):
+        """Stop SCIP (``InterruptSolve``; with ``wait``, at its time limit) and wait for it, at
+        most ``_stop_grace`` seconds: ``(seconds, Aggregate or None, result or None)`` as
+        ``aggregate_bound`` returns them (0.0 and no result when it had no time, the model is
+        trivial, or SCIP did not stop within that grace; its thread then ends on its own)."""
+        import time
+
+        if wait:
+            self._thread.join(max(0.0, self._end - time.perf_counter()))
+        with self._lock:
+            self._stopped = True
+            solver = self._solver
+        if solver is not None:
+            solver.InterruptSolve()
+        self._thread.join(self._grace)
+        if self._thread.is_alive():      # left to stop on its own: its bound is not read
+            return 0.0, self._out.get("agg"), None
+        if "error" in self._out:
+            raise self._out["error"]
+        agg, res = self._out.get("agg"), self._out.get("res")
+        if agg is None or res is None:
+            return 0.0, agg, None
+        return _extra(_dual(res, self._gap), agg, True), agg, res
 
 
 def binding_rows(problem, releases: bool = False, tol: float = 1e-7):
@@ -253,32 +329,81 @@ def _dual(res, mip_rel_gap):
     return val
 
 
+def _stop_grace(time_limit_s) -> float | None:
+    """How long to wait for SCIP once told to stop: it answers an interrupt (and its own time
+    limit) only between its steps, 3.5 s late at gpt2-xl 0.2 under a 10 s limit beside the
+    planner's work; 5% of the time limit, at least 0.5 s (None without a limit: until it stops)."""
+    return max(0.5, 0.05 * float(time_limit_s)) if time_limit_s is not None else None
+
+
 def _solve_both(mdl, time_limit_s, mip_rel_gap, node_limit, releases):
     """The aggregated MILP on HiGHS and on SCIP at the same time, SCIP in a second thread (both
     release the GIL), each with the node and time limits given: one result with the larger of
     the two certified bounds (``_dual``; each holds for every plan) as ``mip_dual_bound``, the
     faster of the two incumbents as ``x`` / ``fun``, status 0 when either proved its optimum,
-    ``solutions`` HiGHS's pool then SCIP's incumbent, and ``mip_node_count`` the larger count."""
+    ``solutions`` HiGHS's pool then SCIP's incumbent, and ``mip_node_count`` the larger count.
+    The first to prove the optimum (or that there is none) stops the other (HiGHS ``cancelSolve``, SCIP
+    ``InterruptSolve``; one not yet started gets a time limit of a millisecond): a stopped
+    solve's bound still holds, and the proof decides the bound. SCIP is also stopped at the time
+    limit: next to HiGHS it checked its own too seldom (gpt2-xl 0.2: 9.5 s for a limit of 5.3 s);
+    if it has not stopped ``_stop_grace`` later, the result is HiGHS's alone.
+    """
     import threading
+    import time
 
     from scipy.optimize import OptimizeResult
 
     out: dict = {}
+    lock = threading.Lock()
+    live: dict = {}         # the solver objects while they run; "done": the optimum is proven
+
+    def stop_others(me: str) -> None:
+        with lock:
+            live["done"] = True
+            other = live.get("scip" if me == "highs" else "highs")
+        if other is not None and me == "scip":
+            other.cancelSolve()
+        elif other is not None:
+            other.InterruptSolve()
+
+    def started(name: str):
+        def hook(solver) -> None:
+            with lock:
+                live[name] = solver
+                late = live.get("done", False)
+            if late:         # the other one has proven it already
+                if name == "highs":
+                    solver.setOptionValue("time_limit", 1e-3)
+                else:
+                    solver.SetTimeLimit(1)
+        return hook
 
     def run_scip():
         try:
-            out["scip"] = _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit)
+            out["scip"] = _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit, started=started("scip"))
+            if out["scip"].status in (0, 2):       # proven optimal or infeasible
+                stop_others("scip")
         except BaseException as e:      # re-raised in the caller's thread
             out["error"] = e
+            stop_others("scip")
 
+    end = None if time_limit_s is None else time.perf_counter() + float(time_limit_s)
     th = threading.Thread(target=run_scip, name="slackswap-aggregate-scip", daemon=True)
     th.start()
     try:
-        hi = _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=releases)
+        hi = _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=releases, started=started("highs"))
+        if hi.status in (0, 2):
+            stop_others("highs")
     finally:
-        th.join()
+        if end is not None:
+            th.join(max(0.0, end - time.perf_counter()))
+            if th.is_alive():       # SCIP checks its own limit too seldom next to HiGHS: 9.5 s for 5.3
+                stop_others("highs")
+        th.join(_stop_grace(time_limit_s))
     if "error" in out:
         raise out["error"]
+    if th.is_alive():      # SCIP has not stopped within the grace: HiGHS's result alone
+        return hi
     sc = out["scip"]
     duals = [v for v in (_dual(hi, mip_rel_gap), _dual(sc, mip_rel_gap)) if v is not None and math.isfinite(v)]
     inc = min((r for r in (hi, sc) if r.x is not None), key=lambda r: r.fun, default=hi)
@@ -289,20 +414,25 @@ def _solve_both(mdl, time_limit_s, mip_rel_gap, node_limit, releases):
                           solutions=list(hi.solutions) + list(sc.solutions))
 
 
-def _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit):
+def _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit, started=None):
     """The aggregated MILP ``mdl`` solved by SCIP (OR-Tools, ``mip.ortools_backend``: feasibility
     tolerance 1e-9, one thread, deterministic), as ``_solve_pooled``'s result: ``node_limit`` is
     SCIP's ``limits/nodes`` (a work limit), ``mip_dual_bound`` SCIP's dual bound (with the
     objective's constant, as HiGHS reports it; None when SCIP proves its optimum within
     ``mip_rel_gap``: ``aggregate_bound`` then takes the optimum less that gap) and ``solutions``
     its last incumbent only."""
+    import time
+
     import numpy as np
     from scipy.optimize import OptimizeResult
 
     # without OR-Tools, solve_ortools says "pip install slackswap[ortools]"
     from .mip.ortools_backend import solve_ortools
 
-    r = solve_ortools(mdl, "scip", time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, node_limit=node_limit)
+    # the time limit counts from here: building OR-Tools' model takes seconds on the presets
+    deadline = None if time_limit_s is None else time.perf_counter() + float(time_limit_s)
+    r = solve_ortools(mdl, "scip", mip_rel_gap=mip_rel_gap, node_limit=node_limit, deadline=deadline,
+                      started=started)
     x = None if r.x is None else np.asarray(r.x, float)
     # proven within mip_rel_gap: no dual bound, as on HiGHS's path (``_dual`` takes the optimum less the gap)
     bound = None if r.status == "optimal" or r.bound is None else float(r.bound)
@@ -311,7 +441,7 @@ def _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit):
                           mip_node_count=r.nodes, solutions=[] if x is None else [x])
 
 
-def _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=True):
+def _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=True, started=None):
     """The aggregated MILP ``mdl`` solved by HiGHS in this process (``mip.backends._run``, with
     HiGHS's own feasibility tolerances, as ``scipy.optimize.milp`` uses them: the bound is shaved
     for them; with the exact model's 1e-9 the tight MILP at ``tiny`` 4 layers 0.4 stopped at its
@@ -332,7 +462,7 @@ def _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=True):
 
     r = _run(_highs(_flat(mdl)), True, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, threads=None,
              seed=0, relax=False, deadline=None, node_limit=node_limit, pool=True, strict=False,
-             symmetry=symmetry)
+             symmetry=symmetry, started=started)
     return OptimizeResult(status=_STATUS.get(r.status, 4), message=r.message or r.status,
                           x=None if r.x is None else np.asarray(r.x, float),
                           fun=None if r.x is None else r.objective, mip_dual_bound=r.bound,

@@ -106,6 +106,158 @@ def test_both_solvers_at_once_keep_the_larger_bound_and_every_solution():
     assert "HiGHS:" in both.message and "SCIP:" in both.message
 
 
+class _FakeSolver:
+    """Stands for HiGHS or OR-Tools in ``_solve_both``: it runs until stopped (``cancelSolve``,
+    ``InterruptSolve``) or until ``for_s`` seconds, and records what stopped it."""
+
+    def __init__(self, for_s):
+        import threading
+
+        self.stop, self.for_s, self.calls = threading.Event(), for_s, []
+
+    def cancelSolve(self):
+        self.calls.append("cancel")
+        self.stop.set()
+
+    def InterruptSolve(self):
+        self.calls.append("interrupt")
+        self.stop.set()
+        return True
+
+    def setOptionValue(self, name, value):
+        self.calls.append((name, value))
+        self.stop.set()
+
+    def SetTimeLimit(self, ms):
+        self.calls.append(("time_limit", ms))
+        self.stop.set()
+
+    def run(self, started, status):
+        from scipy.optimize import OptimizeResult
+
+        started(self)
+        stopped = self.stop.wait(self.for_s)
+        return OptimizeResult(status=1 if stopped else status, message="fake", x=None, fun=None,
+                              mip_dual_bound=1.0 if stopped else 2.0, mip_node_count=1, solutions=[])
+
+
+@pytest.mark.parametrize("first", ["highs", "scip"])
+def test_the_solver_that_proves_the_optimum_stops_the_other(monkeypatch, first):
+    """``_solve_both``: the first to prove the MILP's optimum stops the other at once (HiGHS by
+    ``cancelSolve``, SCIP by ``InterruptSolve``); without it the call would last the other's
+    30 s."""
+    import time
+
+    import slackswap.bounds as B
+
+    fakes = {"highs": _FakeSolver(0.05 if first == "highs" else 30),
+             "scip": _FakeSolver(0.05 if first == "scip" else 30)}
+    monkeypatch.setattr(B, "_solve_pooled", lambda *a, started=None, **k: fakes["highs"].run(started, 0))
+    monkeypatch.setattr(B, "_solve_scip", lambda *a, started=None, **k: fakes["scip"].run(started, 0))
+    t = time.perf_counter()
+    res = B._solve_both(None, None, 1e-6, None, False)
+    assert time.perf_counter() - t < 10, fakes
+    other = "scip" if first == "highs" else "highs"
+    assert fakes[other].calls == ["interrupt" if other == "scip" else "cancel"]
+    assert fakes[first].calls == [] and res.status == 0 and res.mip_dual_bound == 2.0
+
+
+def test_a_solver_started_after_the_proof_gets_no_time(monkeypatch):
+    """SCIP starts (its model built) after HiGHS has proven the optimum: it gets a time limit of a
+    millisecond instead of running to its own."""
+    import time
+
+    from scipy.optimize import OptimizeResult
+
+    import slackswap.bounds as B
+
+    fake, done = _FakeSolver(30), []
+
+    def highs(*a, started=None, **k):
+        done.append(True)
+        return OptimizeResult(status=0, message="fake", x=None, fun=None, mip_dual_bound=2.0,
+                              mip_node_count=1, solutions=[])
+
+    def scip(*a, started=None, **k):
+        while not done:
+            time.sleep(0.01)
+        return fake.run(started, 0)
+
+    monkeypatch.setattr(B, "_solve_pooled", highs)
+    monkeypatch.setattr(B, "_solve_scip", scip)
+    t = time.perf_counter()
+    B._solve_both(None, None, 1e-6, None, False)
+    assert time.perf_counter() - t < 10 and fake.calls == [("time_limit", 1)], fake.calls
+
+
+def test_scip_is_stopped_at_the_time_limit(monkeypatch):
+    """Next to HiGHS, SCIP checked its own time limit too seldom (gpt2-xl 0.2: 9.5 s for 5.3 s):
+    ``_solve_both`` interrupts it when the limit is spent."""
+    import time
+
+    import slackswap.bounds as B
+
+    fakes = {"highs": _FakeSolver(0.2), "scip": _FakeSolver(30)}      # SCIP "ignores" its limit
+    monkeypatch.setattr(B, "_solve_pooled", lambda *a, started=None, **k: fakes["highs"].run(started, 1))
+    monkeypatch.setattr(B, "_solve_scip", lambda *a, started=None, **k: fakes["scip"].run(started, 1))
+    t = time.perf_counter()
+    B._solve_both(None, 0.5, 1e-6, None, False)
+    assert 0.4 < time.perf_counter() - t < 10 and fakes["scip"].calls == ["interrupt"], fakes["scip"].calls
+
+
+def test_scip_in_the_background_gives_a_bound_that_holds_and_stops_when_told():
+    """``BackgroundBound``: SCIP on the aggregated MILP in a second thread. Stopped at once, it
+    returns within seconds, not at its 120 s limit; run to a short limit, its bound is at most
+    the simulated time of every plan tried and at most what HiGHS proves (GPT-2 8 layers at 0.8)."""
+    pytest.importorskip("ortools")
+    import time
+
+    from slackswap.bounds import BackgroundBound
+
+    p = Problem.build("gpt2", "a100-80gb", 0.8, layers=8)
+    t = time.perf_counter()
+    BackgroundBound(p, 120).finish()
+    assert time.perf_counter() - t < 30
+    t = time.perf_counter()
+    extra, agg, res = BackgroundBound(p, 3).finish(wait=True)
+    assert time.perf_counter() - t < 30 and agg is not None and res is not None
+    proven = aggregate_bound(p, integral=True, node_limit=None, time_limit_s=120)
+    assert proven[2].status == 0
+    assert 0 < extra <= proven[0] * (1 + 1e-6) + 2 * MIP_SHAVE * agg.t0
+    for name in ("slack", "capuchin", "dp-checkpoint"):
+        r = simulate(p, planners.get(name).plan(p), detail=False)
+        if r.fits:
+            assert p.ideal_step_s + extra <= r.step_time_s
+
+
+def test_a_scip_that_does_not_stop_is_left_behind(monkeypatch):
+    """SCIP answers an interrupt only between its steps (3.5 s late at gpt2-xl 0.2 under a 10 s
+    limit): ``BackgroundBound.finish`` and ``_solve_both`` wait ``_stop_grace`` after telling it
+    to stop, then go on without its result (here a stand-in that ignores the interrupt)."""
+    import time
+
+    import slackswap.bounds as B
+
+    class Deaf(_FakeSolver):
+        def InterruptSolve(self):
+            self.calls.append("interrupt")        # heard, not obeyed
+            return True
+
+    deaf = Deaf(30)
+    monkeypatch.setattr(B, "_solve_scip", lambda *a, started=None, **k: deaf.run(started, 1))
+    p = Problem.build("tiny", "a100-80gb", 0.5, layers=1)
+    t = time.perf_counter()
+    extra, agg, res = B.BackgroundBound(p, 1.0).finish(wait=True)
+    assert time.perf_counter() - t < 1.0 + B._stop_grace(1.0) + 1.0 and res is None and extra == 0.0
+    hi = _FakeSolver(0.2)
+    monkeypatch.setattr(B, "_solve_pooled", lambda *a, started=None, **k: hi.run(started, 1))
+    t = time.perf_counter()
+    both = B._solve_both(None, 1.0, 1e-6, None, False)
+    assert time.perf_counter() - t < 1.0 + B._stop_grace(1.0) + 1.0
+    assert both.message == "fake" and both.mip_dual_bound == 2.0 and "interrupt" in deaf.calls
+    deaf.stop.set()
+
+
 def test_the_scip_node_limit_is_a_work_limit():
     """``node_limit`` is SCIP's ``limits/nodes``: after one node the dual bound is below the
     optimum it proves in a few more (`tiny` 4 layers at 0.5: 3.489 against 3.513 us)."""

@@ -128,6 +128,87 @@ def test_aggregated_milp_without_a_node_limit_runs_to_its_own_proof():
     assert planners.get("milp", aggregate_nodes=None).params["aggregate_nodes"] is None
 
 
+def test_scip_runs_beside_the_planner_under_a_time_limit_on_the_full_size_path(monkeypatch):
+    """``aggregate_solver="auto"`` (the default): under a time limit, beyond the exact model, on a
+    model above ``SMALL_AGGREGATE_TENSORS`` planning tensors, SCIP solves the aggregated MILP in a
+    second thread (``bounds.BackgroundBound``) from the start until the limit while a gap is
+    open (``finish(wait=True)``), its larger bound is the certified one and named, and the
+    search runs until the limit (``improve_sims=None``); without a time limit, on a small model,
+    with a solver given, or under a limit below ``BACKGROUND_SCIP_MIN_S``, nothing runs beside it.
+    Here SCIP is a stand-in with a known bound."""
+    import slackswap.bounds as B
+    from slackswap.mip.aggregate import build
+    from slackswap.planners.milp import beyond
+    from slackswap.planners.milp import improve as imp
+    from slackswap.planners.milp import planner as milp
+
+    big = Problem.build("gpt2", "a100-80gb", 0.8, layers=8)
+    small = Problem.build("gpt2", "a100-80gb", 0.9, layers=2)
+    assert len(big.planning_ids) > milp.SMALL_AGGREGATE_TENSORS >= len(small.planning_ids)
+    timed = planners.get("milp", time_limit_s=60)
+    has_ortools = __import__("importlib.util").util.find_spec("ortools") is not None
+    assert timed._background_scip(big) is has_ortools and not timed._background_scip(small)
+    assert not planners.get("milp")._background_scip(big)
+    assert not planners.get("milp", time_limit_s=milp.BACKGROUND_SCIP_MIN_S - 1)._background_scip(big)
+    assert not planners.get("milp", time_limit_s=60, aggregate_solver="highs")._background_scip(big)
+    assert timed._aggregate_solver() == "highs" and planners.get("milp").params["aggregate_solver"] == "auto"
+    free = planners.get("milp", improve_sims=0).plan(big)        # its incumbent and bound, no SCIP
+    assert "SCIP" not in free.info.message
+    assert free.info.gap > 0, free.info.message
+    higher = (free.info.lower_bound + free.info.objective) / 2 - big.ideal_step_s   # a bound between them
+    calls = []
+
+    class Fake:
+        def __init__(self, problem, time_limit_s, mip_rel_gap=1e-6):
+            calls.append(("start", time_limit_s))
+
+        def finish(self, wait=False):
+            from scipy.optimize import OptimizeResult
+
+            calls.append(("finish", wait))
+            return higher, build(big, integral=True), OptimizeResult(status=1, x=None, solutions=[],
+                                                                     mip_node_count=7)
+
+    sims = []
+    real_improve = imp.improve
+
+    def spy(*a, max_sims, **k):
+        sims.append(max_sims)
+        return real_improve(*a, max_sims=min(max_sims, 5), **k)
+
+    monkeypatch.setattr(B, "BackgroundBound", Fake)
+    monkeypatch.setattr(milp.MilpPlanner, "_background_scip", lambda self, p: True)
+    monkeypatch.setattr(imp, "improve", spy)
+    r = planners.get("milp", time_limit_s=60).plan(big)
+    assert calls[0][0] == "start" and 40 < calls[0][1] < 60 and calls[1:] == [("finish", True)], calls
+    assert sims == [beyond.UNTIL_THE_LIMIT], sims
+    assert abs(r.info.lower_bound - (big.ideal_step_s + higher)) < 1e-12, r.info.message
+    assert "dual bound of SCIP on the aggregated MILP beside the rest, after 7 nodes" in r.info.message
+    calls.clear()
+    planners.get("milp", time_limit_s=60, improve_sims=3).plan(big)
+    assert sims[-1] == 3 and [c[0] for c in calls] == ["start", "finish"]
+
+
+def test_the_default_under_a_time_limit_runs_scip_beside_and_returns_in_time(monkeypatch):
+    """The same with the real SCIP (OR-Tools): GPT-2 8 layers at 0.8 (above 80 planning tensors)
+    under an 8 s limit (``BACKGROUND_SCIP_MIN_S`` lowered to it) returns within the limit and a
+    margin, with a bound that holds."""
+    pytest.importorskip("ortools")
+    import time
+
+    from slackswap.planners.milp import planner as milp
+
+    monkeypatch.setattr(milp, "BACKGROUND_SCIP_MIN_S", 8)
+
+    p = Problem.build("gpt2", "a100-80gb", 0.8, layers=8)
+    t = time.perf_counter()
+    r = planners.get("milp", time_limit_s=8).plan(p)
+    wall = time.perf_counter() - t
+    assert wall < 8 + 3, (wall, r.info.message)
+    assert r.info.status in (Status.FEASIBLE, Status.OPTIMAL), r.info.message
+    assert r.info.lower_bound <= simulate(p, r, detail=False).step_time_s == r.info.objective
+
+
 def test_the_aggregated_milp_can_run_on_scip():
     """``aggregate_solver="scip"``: the same planner with SCIP for the aggregated MILP; its bound
     holds, it stops after its 20 nodes (GPT-2 8 layers at 0.8: 63.295 ms against HiGHS's 63.296
@@ -140,8 +221,8 @@ def test_the_aggregated_milp_can_run_on_scip():
     assert r.info.status in (Status.FEASIBLE, Status.OPTIMAL)
     assert "dual bound of the aggregated MILP after 20 nodes" in r.info.message, r.info.message
     assert 63.2e-3 < r.info.lower_bound <= simulate(p, r, detail=False).step_time_s == r.info.objective
-    assert r.params["aggregate_solver"] == "scip" and planners.get("milp").params["aggregate_solver"] == "highs"
-    with pytest.raises(ParameterError, match="milp: aggregate_solver: must be one of 'highs', 'scip' or 'highs.scip'; got 'cbc'"):
+    assert r.params["aggregate_solver"] == "scip" and planners.get("milp").params["aggregate_solver"] == "auto"
+    with pytest.raises(ParameterError, match="milp: aggregate_solver: must be one of 'highs', 'scip', 'highs.scip' or 'auto'; got 'cbc'"):
         planners.get("milp", aggregate_solver="cbc")
 
 

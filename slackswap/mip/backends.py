@@ -151,14 +151,15 @@ def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
 
 
 def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadline, presolve=True,
-         cutoff=None, node_limit=None, pool=False, strict=True, symmetry=True) -> Result:
+         cutoff=None, node_limit=None, pool=False, strict=True, symmetry=True, started=None) -> Result:
     """Set the options on the loaded ``h``, run it and read the result back. ``cutoff``: HiGHS's
     ``objective_bound`` for a MIP (nodes whose bound reaches it are pruned); ``node_limit``: its
     ``mip_max_nodes``; ``pool``: keep every integer solution the MIP search finds (HiGHS's MIP
     solution callback, in the original columns) as ``Result.solutions``, in the order found;
     ``strict``: primal and MIP feasibility tolerances of 1e-9 (the exact model's; HiGHS's own,
     1e-7 and 1e-6, otherwise); ``symmetry=False``: HiGHS's symmetry detection off
-    (``mip_detect_symmetry``; the aggregated MILP's, ``bounds._solve_pooled``).
+    (``mip_detect_symmetry``; the aggregated MILP's, ``bounds._solve_pooled``); ``started``:
+    called with ``h`` just before the run (``bounds._solve_both`` cancels it from there).
 
     HiGHS's worker threads are stopped after the run (``resetGlobalScheduler``): a process
     forked later (e.g. the workers of ``ProcessPoolExecutor``) would otherwise inherit a
@@ -190,6 +191,8 @@ def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadl
     found = []
     if pooled:
         h.cbMipSolution.subscribe(lambda e: found.append(np.array(e.data_out.mip_solution, float)))
+    if started is not None:
+        started(h)
     try:
         h.run()
     finally:

@@ -26,11 +26,13 @@ CPSAT_GRID = 1e4
 
 def solve_ortools(model, engine: str, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
                   start: dict[int, float] | None = None, deadline: float | None = None,
-                  grid: float = CPSAT_GRID, node_limit: int | None = None) -> Result:
+                  grid: float = CPSAT_GRID, node_limit: int | None = None, started=None) -> Result:
     """Solve ``model`` with OR-Tools' ``engine`` ("scip" or "cpsat"; module docstring).
     ``node_limit`` (SCIP only: ``limits/nodes``, a work limit) stops the search after that many
     branch-and-bound nodes; the result then has status "time_limit" with SCIP's dual bound (also
-    when SCIP found no solution by then), and ``nodes`` holds the nodes SCIP processed."""
+    when SCIP found no solution by then), and ``nodes`` holds the nodes SCIP processed.
+    ``started``: called with the OR-Tools solver just before the solve (``bounds._solve_both``
+    interrupts it from there)."""
     try:
         from ortools.linear_solver import pywraplp
     except ImportError:
@@ -79,6 +81,8 @@ def solve_ortools(model, engine: str, *, time_limit_s=None, mip_rel_gap=1e-9, th
             + (f"\nlimits/nodes = {int(node_limit)}" if node_limit is not None else ""))
     if start and not cpsat:
         s.SetHint([xs[i] for i in start], [float(v) for v in start.values()])
+    if started is not None:
+        started(s)
     st = s.Solve()
     if st == pywraplp.Solver.INFEASIBLE:
         return Result("infeasible", None, None, None)

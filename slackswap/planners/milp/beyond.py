@@ -15,13 +15,34 @@ from .planner import AGGREGATE_PROOF_GAP, CHAIN_DEPTH, _decisions, _gap, chain_s
 
 
 def beyond_exact(self, problem, warm, src, wall, deadline):
+    """``_beyond_exact`` with, under ``aggregate_solver="auto"`` and a time limit on the full-size
+    presets (``MilpPlanner._background_scip``), SCIP on the aggregated MILP in a second thread
+    (``bounds.BackgroundBound``) from here until the limit; it is stopped if the planner raises."""
+    bg = None
+    if deadline is not None and self._background_scip(problem) and deadline - time.perf_counter() > 1.0:
+        from ...bounds import BackgroundBound
+
+        bg = BackgroundBound(problem, deadline - time.perf_counter(), mip_rel_gap=max(self.mip_rel_gap, 1e-6))
+    try:
+        return _beyond_exact(self, problem, warm, src, wall, deadline, bg)
+    except BaseException:
+        if bg is not None:
+            try:
+                bg.finish()
+            except Exception:       # the planner's own error is the one to raise
+                pass
+        raise
+
+
+def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
     """Too large for the exact model: the best of the warm start and the aggregated MILP's
     decisions, then the incumbent search from it (``improve``), judged by the simulator, with the
     certified bound of the aggregated relaxation (its LP, then its MILP dual bound after
     ``aggregate_nodes`` branch-and-bound nodes, more with release rows for small models:
     ``MilpPlanner._aggregate_work``; for those, while a gap is open, a second pass with the tight
     rows, and after the search a third with the chain rows too: ``MilpPlanner._tight_aggregate``)
-    and the proven gap.
+    and the proven gap; ``bg`` (a ``bounds.BackgroundBound`` or None): SCIP's bound and plan on
+    the same MILP, read when the rest is done, kept where better.
     INFEASIBLE only when the relaxation is infeasible (then no plan fits)."""
     from ...bounds import aggregate_bound, lower_bound
 
@@ -61,6 +82,8 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
             import scipy.optimize  # noqa: F401
             left = min(cap, deadline - time.perf_counter())
     sims = self._improve_work(problem)
+    if bg is not None and self.improve_sims is None:    # SCIP runs until the limit: so does the search
+        sims = UNTIL_THE_LIMIT
     if deadline is not None and sims:   # leave the incumbent search half the time
         left = min(left, 0.5 * (deadline - time.perf_counter()))
     if left > 0.5 and self.aggregate_nodes != 0 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
@@ -68,7 +91,7 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
         nodes, releases = self._aggregate_work(problem)
         extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
                                           mip_rel_gap=max(self.mip_rel_gap, 1e-6), releases=releases,
-                                          solver=self.aggregate_solver)
+                                          solver=self._aggregate_solver())
         if agg is not None:
             size = agg.model.size()
             proven = bool(agg.model.infeasible) or getattr(res, "status", None) == 2
@@ -116,6 +139,18 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
             if cand is not None and s < obj:
                 best, obj, inc = cand, s, ("incumbent: the incumbent search (from the decisions of the aggregated "
                                            f"MILP with chain rows: {note})")
+    if bg is not None:      # SCIP beside the rest: until the limit while a gap is open, else stopped now
+        wait = obj is None or _gap(obj, bound) > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP)
+        extra, agg_bg, res_bg = bg.finish(wait=wait)
+        if agg_bg is not None and res_bg is not None:
+            size = size or agg_bg.model.size()
+            proven = proven or bool(agg_bg.model.infeasible) or getattr(res_bg, "status", None) == 2
+            if problem.ideal_step_s + extra > bound:
+                bound, how = problem.ideal_step_s + extra, (
+                    f"dual bound of SCIP on the aggregated MILP beside the rest, after "
+                    f"{getattr(res_bg, 'mip_node_count', 0)} nodes"
+                    + (", stopped at the time limit: depends on machine speed" if wait else ""))
+            consider("SCIP's solution of the aggregated MILP", _aggregate_plan(self, problem, agg_bg, res_bg))
     if best is None and self.allow_recompute:   # every plan maps into the relaxation: its bound holds
         from ..dp import multilevel_plan
 
@@ -143,6 +178,10 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
     return plan.with_info(status=status, objective=obj, lower_bound=min(bound, obj), gap=gap,
                           wall_s=wall(), model_size=size, message="; ".join(msg))
 
+
+#: the incumbent search's simulations when SCIP runs beside it (``MilpPlanner._background_scip``)
+#: and ``improve_sims`` is None: as many as fit before the time limit
+UNTIL_THE_LIMIT = 10**9
 
 #: the most integer solutions of the aggregated MILP judged by simulation (the newest first).
 #: The search starts from the fastest; its three fastest as three starts were tried on the nine

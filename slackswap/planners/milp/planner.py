@@ -80,6 +80,12 @@ CHAIN_SEARCH_SHARE = 0.1
 # that stops them makes the bound depend on machine speed
 AGGREGATE_TIME_S = 60.0
 SMALL_AGGREGATE_TIME_S = 300.0
+# the shortest time limit at which SCIP runs beside the planner (``_background_scip``): its root on
+# the presets takes 5-30 s (llama-7b 0.2: cuts until 5.7 s, heuristics until 30.6 s); under a
+# 10 s limit it proved nothing more (16 of the 23 full-size settings either way) and, two
+# planners at a time in the optimality-gap sweep, took the cores from the search (bert-large 0.3:
+# proven gap 0.06% -> 0.88%); at 60 s 22 of 23 against 20 (benchmarks/README.md)
+BACKGROUND_SCIP_MIN_S = 30.0
 
 
 def _presolve(value):
@@ -93,7 +99,7 @@ class MilpPlanner:
     """``milp(solver="highs", time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
     warm_start=True, write_lp=None, allow_swap=True, allow_recompute=True, max_tree_nodes=4000,
     max_exact_tensors=40, aggregate_nodes=20, aggregate_time_s=None, presolve="auto", improve_sims=None,
-    cutoff=True, aggregate_rows=True, hold_points=False, aggregate_solver="highs")``.
+    cutoff=True, aggregate_rows=True, hold_points=False, aggregate_solver="auto")``.
 
     The warm start (and fallback incumbent) is the fastest fitting plan of keep-all, recompute-all
     and every registered heuristic that respects ``allow_swap`` / ``allow_recompute``. The exact
@@ -109,14 +115,18 @@ class MilpPlanner:
     MILP runs until that cap or its share of the time limit; ``aggregate_solver``: HiGHS,
     ``"scip"``, SCIP through OR-Tools, whose bound rises faster at llama-7b's low budgets but
     whose 20 nodes take 46-64 s there, or ``"highs+scip"``, both at once with the larger bound and
-    both solvers' plans: docs/milp.md section 7), returns the better of the warm start and the
-    aggregated MILP's decisions as judged by the simulator, with the certified lower bound and
-    the proven gap between them: status OPTIMAL when that gap is at most ``mip_rel_gap``, else
+    both solvers' plans: docs/milp.md section 7; ``"auto"``, the default: HiGHS, and under a
+    ``time_limit_s`` of at least ``BACKGROUND_SCIP_MIN_S`` on a model above
+    ``SMALL_AGGREGATE_TENSORS`` planning tensors SCIP on the same MILP in a second thread, without a node limit, from the start of the aggregated path
+    until the limit, its bound and plan kept where better: ``_background_scip``), returns the
+    better of the warm start and the aggregated MILP's decisions as judged by the simulator, with
+    the certified lower bound and the proven gap between them: status OPTIMAL when that gap is at most ``mip_rel_gap``, else
     FEASIBLE; the message says which bound and which incumbent. Before that, while the gap is
     open, it looks for a better incumbent (``improve``): slack's switch variants (with
     ``warm_start``), then at most ``improve_sims`` simulations of a local search over two-tensor
     moves (0: off; None: ``IMPROVE_SIMS``, and ``SMALL_IMPROVE_SIMS`` up to
-    ``SMALL_AGGREGATE_TENSORS`` planning tensors), within the time limit.
+    ``SMALL_AGGREGATE_TENSORS`` planning tensors, or until the time limit while SCIP runs beside
+    the planner), within the time limit.
     With ``cutoff`` (HiGHS) the exact MILP searches only below the warm start's time: nodes whose
     bound reaches it are pruned (docs/milp.md section 5). Above ``_IMPROVE_EXACT_MIN`` planning
     tensors the exact path first solves the aggregated MILP (``_aggregate_work``), whose
@@ -156,14 +166,14 @@ class MilpPlanner:
         cutoff: bool = True
         aggregate_rows: bool = True
         hold_points: bool = False
-        aggregate_solver: Literal[AGGREGATE_SOLVERS] = "highs"
+        aggregate_solver: Literal[AGGREGATE_SOLVERS + ("auto",)] = "auto"
 
     def __init__(self, solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-9,
                  threads: int | None = None, seed: int = 0, warm_start: bool = True, write_lp=None,
                  allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
                  max_exact_tensors: int = 40, aggregate_nodes: int | None = 20, aggregate_time_s: float | None = None,
                  presolve="auto", improve_sims: int | None = None, cutoff: bool = True, aggregate_rows: bool = True,
-                 hold_points: bool = False, aggregate_solver: str = "highs"):
+                 hold_points: bool = False, aggregate_solver: str = "auto"):
         args = {k: v for k, v in locals().items() if k in self.Params.model_fields}
         self._set(check_params("milp", self.Params, **args))
 
@@ -383,6 +393,28 @@ class MilpPlanner:
                     else max(self.aggregate_nodes, SMALL_AGGREGATE_NODES)), True
         return self.aggregate_nodes, False
 
+    def _aggregate_solver(self) -> str:
+        """The aggregated MILP's solver in the planner's own thread: ``aggregate_solver``, HiGHS
+        for ``"auto"`` (``_background_scip`` adds SCIP beside it)."""
+        return "highs" if self.aggregate_solver == "auto" else self.aggregate_solver
+
+    def _background_scip(self, problem) -> bool:
+        """Whether SCIP solves the aggregated MILP in a second thread beside the planner's own
+        work (``bounds.BackgroundBound``; beyond the exact model): with
+        ``aggregate_solver="auto"``, a ``time_limit_s`` of at least ``BACKGROUND_SCIP_MIN_S``
+        (30 s), more than ``SMALL_AGGREGATE_TENSORS``
+        planning tensors (the full-size presets) and OR-Tools installed. HiGHS's 20 nodes and the
+        incumbent search run as without it, on one core; SCIP uses the other until the limit,
+        so its bound depends on machine speed, as every time-limited result does (at llama-7b
+        0.2 its bound reaches 1798.69 ms where HiGHS's 20 nodes give 1794.04 ms: docs/milp.md
+        section 7). Without a time limit the planner's work limits stay as they are."""
+        if self.aggregate_solver != "auto" or self.time_limit_s is None or self.time_limit_s < BACKGROUND_SCIP_MIN_S \
+                or len(problem.planning_ids) <= SMALL_AGGREGATE_TENSORS:
+            return False
+        from importlib.util import find_spec
+
+        return find_spec("ortools") is not None
+
     def _aggregate_proof(self, problem, warm, src, wall, deadline, until):
         """``(proof, warm, src)``. The aggregated MILP (docs/milp.md section 7) is solved with the
         nodes and release rows of ``_aggregate_work``, at most ``_aggregate_time`` and, under a
@@ -411,7 +443,7 @@ class MilpPlanner:
         nodes, releases = self._aggregate_work(problem)
         extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
                                           mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP), releases=releases,
-                                          solver=self.aggregate_solver)
+                                          solver=self._aggregate_solver())
         if agg is not None and (agg.model.infeasible or res is None or (res.x is None and extra <= 0)):
             if self._improve_work(problem):       # nothing proven (or no plan fits: the exact model says which)
                 warm, src = self._improved_warm(problem, warm, src, until)
@@ -495,7 +527,7 @@ class MilpPlanner:
             return None, None
         extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
                                           mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP), releases=True,
-                                          tight=True, solver=self.aggregate_solver, chains=chains)
+                                          tight=True, solver=self._aggregate_solver(), chains=chains)
         if agg is None or agg.model.infeasible or res is None or (res.x is None and extra <= 0):
             return None, None
         return float(problem.ideal_step_s) + extra, _aggregate_plan(self, problem, agg, res)
