@@ -82,54 +82,54 @@ def full(a) -> None:
             print(_gap_row(p, name, nodes, a.aggregate_time, a.threads), flush=True)
 
 
-def gaps(a) -> None:
-    print("| model | budget | proven gap, improve off | wall | proven gap, improve on | wall | incumbent | "
-          "certified bound |")
-    print("|---" * 8 + "|")
+def _settings(a, blanks: int):
+    """``(name, budget, Problem)`` for each preset (or ``a.models``) x ``--budgets``; for a budget
+    below the model's floor a row that says so (``blanks`` empty cells after it) instead."""
     for name in a.models or FULL:
         for b in a.budgets:
             try:
                 p = Problem.build(name, a.hardware, b)
             except BudgetError as e:
-                print(f"| {name} | {b} | no problem: {e} | | | | | |", flush=True)
+                print(f"| {name} | {b} | no problem: {e} |" + " |" * blanks, flush=True)
                 continue
-            cells = []
-            # --improve-sims 0: the search is off in both columns, so the second is not run
-            for sims in (0,) if a.improve_sims == 0 else (0, 10**9 if a.improve_sims is None else a.improve_sims):
-                t0 = time.perf_counter()
-                plan = planners.get("milp", time_limit_s=a.time_limit, improve_sims=sims,
-                                    aggregate_nodes=a.aggregate_nodes, threads=a.threads,
-                                    aggregate_solver=a.aggregate_solver).plan(p)
-                wall = time.perf_counter() - t0
-                i = plan.info
-                r = simulate(p, plan, detail=False)
-                assert r.fits and abs(r.step_time_s - i.objective) <= 1e-9 * r.step_time_s
-                cells.append((i, wall))
-            (i0, w0), (i1, w1) = cells[0], cells[-1]
-            on = f"{100 * i1.gap:.3f}% | {w1:.1f} s" if len(cells) > 1 else "not run (--improve-sims 0) |"
-            print(f"| {name} | {b} | {100 * i0.gap:.3f}% | {w0:.1f} s | {on} | "
-                  f"{i1.objective * 1e3:.2f} ms | {i1.lower_bound * 1e3:.2f} ms |", flush=True)
+            yield name, b, p
+
+
+def _timed(p, **params):
+    """``(SolveInfo, wall seconds)`` of the milp planner with ``params`` on ``p``; its plan must fit
+    and its objective be its simulated time."""
+    t0 = time.perf_counter()
+    plan = planners.get("milp", **params).plan(p)
+    wall = time.perf_counter() - t0
+    r = simulate(p, plan, detail=False)
+    assert r.fits and abs(r.step_time_s - plan.info.objective) <= 1e-9 * r.step_time_s
+    return plan.info, wall
+
+
+def gaps(a) -> None:
+    print("| model | budget | proven gap, improve off | wall | proven gap, improve on | wall | incumbent | "
+          "certified bound |")
+    print("|---" * 8 + "|")
+    for name, b, p in _settings(a, 5):
+        # --improve-sims 0: the search is off in both columns, so the second is not run
+        cells = [_timed(p, time_limit_s=a.time_limit, improve_sims=sims, aggregate_nodes=a.aggregate_nodes,
+                        threads=a.threads, aggregate_solver=a.aggregate_solver)
+                 for sims in ((0,) if a.improve_sims == 0
+                              else (0, 10**9 if a.improve_sims is None else a.improve_sims))]
+        (i0, w0), (i1, w1) = cells[0], cells[-1]
+        on = f"{100 * i1.gap:.3f}% | {w1:.1f} s" if len(cells) > 1 else "not run (--improve-sims 0) |"
+        print(f"| {name} | {b} | {100 * i0.gap:.3f}% | {w0:.1f} s | {on} | "
+              f"{i1.objective * 1e3:.2f} ms | {i1.lower_bound * 1e3:.2f} ms |", flush=True)
 
 
 def defaults(a) -> None:
     print("| model | budget | proven gap | wall | incumbent | certified bound | bound |")
     print("|---" * 7 + "|")
-    for name in a.models or FULL:
-        for b in a.budgets:
-            try:
-                p = Problem.build(name, a.hardware, b)
-            except BudgetError as e:
-                print(f"| {name} | {b} | no problem: {e} | | | | |", flush=True)
-                continue
-            t0 = time.perf_counter()
-            plan = planners.get("milp", time_limit_s=a.time_limit).plan(p)
-            wall = time.perf_counter() - t0
-            i = plan.info
-            r = simulate(p, plan, detail=False)
-            assert r.fits and abs(r.step_time_s - i.objective) <= 1e-9 * r.step_time_s
-            how = i.message.rpartition("bound: ")[2] if "bound: " in i.message else i.message
-            print(f"| {name} | {b} | {100 * i.gap:.3f}% | {wall:.1f} s | {i.objective * 1e3:.2f} ms | "
-                  f"{i.lower_bound * 1e3:.2f} ms | {how} |", flush=True)
+    for name, b, p in _settings(a, 4):
+        i, wall = _timed(p, time_limit_s=a.time_limit)
+        how = i.message.rpartition("bound: ")[2] if "bound: " in i.message else i.message
+        print(f"| {name} | {b} | {100 * i.gap:.3f}% | {wall:.1f} s | {i.objective * 1e3:.2f} ms | "
+              f"{i.lower_bound * 1e3:.2f} ms | {how} |", flush=True)
 
 
 def layers(a) -> None:
