@@ -222,7 +222,8 @@ def test_the_aggregated_milp_can_run_on_scip():
     assert "dual bound of the aggregated MILP after 20 nodes" in r.info.message, r.info.message
     assert 63.2e-3 < r.info.lower_bound <= simulate(p, r, detail=False).step_time_s == r.info.objective
     assert r.params["aggregate_solver"] == "scip" and planners.get("milp").params["aggregate_solver"] == "auto"
-    with pytest.raises(ParameterError, match="milp: aggregate_solver: must be one of 'highs', 'scip', 'highs.scip' or 'auto'; got 'cbc'"):
+    with pytest.raises(ParameterError,
+                       match="milp: aggregate_solver: must be one of 'highs', 'scip', 'highs.scip' or 'auto'; got 'cbc'"):
         planners.get("milp", aggregate_solver="cbc")
 
 

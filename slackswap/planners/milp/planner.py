@@ -117,10 +117,11 @@ class MilpPlanner:
     whose 20 nodes take 46-64 s there, or ``"highs+scip"``, both at once with the larger bound and
     both solvers' plans: docs/milp.md section 7; ``"auto"``, the default: HiGHS, and under a
     ``time_limit_s`` of at least ``BACKGROUND_SCIP_MIN_S`` on a model above
-    ``SMALL_AGGREGATE_TENSORS`` planning tensors SCIP on the same MILP in a second thread, without a node limit, from the start of the aggregated path
-    until the limit, its bound and plan kept where better: ``_background_scip``), returns the
-    better of the warm start and the aggregated MILP's decisions as judged by the simulator, with
-    the certified lower bound and the proven gap between them: status OPTIMAL when that gap is at most ``mip_rel_gap``, else
+    ``SMALL_AGGREGATE_TENSORS`` planning tensors SCIP on the same MILP in a second thread,
+    without a node limit, from the start of the aggregated path until the limit, its bound and
+    plan kept where better: ``_background_scip``), returns the better of the warm start and the
+    aggregated MILP's decisions as judged by the simulator, with the certified lower bound and
+    the proven gap between them: status OPTIMAL when that gap is at most ``mip_rel_gap``, else
     FEASIBLE; the message says which bound and which incumbent. Before that, while the gap is
     open, it looks for a better incumbent (``improve``): slack's switch variants (with
     ``warm_start``), then at most ``improve_sims`` simulations of a local search over two-tensor
