@@ -48,6 +48,7 @@ import argparse
 import time
 
 from slackswap import Problem, planners, simulate
+from slackswap.bounds import AGGREGATE_SOLVERS
 from slackswap.errors import BudgetError, SlackSwapError
 
 FULL = ["bert-large", "gpt2-xl", "llama-7b"]
@@ -346,7 +347,7 @@ def main(argv=None):
     ap.add_argument("--hardware", default="a100-80gb")
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--aggregate-nodes", type=_nodes, default=20, help="branch-and-bound nodes for the aggregated MILP, or 'none' (no node limit: its time cap only; exact mode: 0 always builds the exact model)")
-    ap.add_argument("--aggregate-solver", choices=["auto", "highs", "scip", "highs+scip"], default="auto",
+    ap.add_argument("--aggregate-solver", choices=["auto", *AGGREGATE_SOLVERS], default="auto",
                     help="gaps and relax modes: the aggregated MILP's solver (milp aggregate_solver; relax mode: 'auto' is HiGHS)")
     ap.add_argument("--aggregate-time", type=float, default=60.0, help="safety cap in seconds for the aggregated MILP")
     ap.add_argument("--time-limit", type=_limit, default=20.0,

@@ -214,9 +214,7 @@ class BackgroundBound:
         self._grace = _stop_grace(time_limit_s)
         self._gap = mip_rel_gap
         self._out: dict = {}
-        self._lock = threading.Lock()
-        self._solver = None
-        self._stopped = False
+        self._scip = _Stopper.scip()
         self._thread = threading.Thread(target=self._run, args=(problem,), name="slackswap-aggregate-scip",
                                         daemon=True)
         self._thread.start()
@@ -229,18 +227,11 @@ class BackgroundBound:
         try:
             agg = self._out["agg"] = build(problem, integral=True)
             left = self._end - time.perf_counter()
-            if agg is None or agg.model.infeasible or left <= 0.5 or self._stopped:
+            if agg is None or agg.model.infeasible or left <= 0.5 or self._scip.stopped:
                 return
-            self._out["res"] = _solve_scip(agg.model, left, self._gap, None, started=self._started)
+            self._out["res"] = _solve_scip(agg.model, left, self._gap, None, started=self._scip.started)
         except BaseException as e:      # re-raised by finish()
             self._out["error"] = e
-
-    def _started(self, solver) -> None:
-        with self._lock:
-            self._solver = solver
-            late = self._stopped
-        if late:        # finish() was called while OR-Tools' model was being built
-            solver.SetTimeLimit(1)
 
     def finish(self, wait: bool = False):
         """Stop SCIP (``InterruptSolve``; with ``wait``, at its time limit) and wait for it, at
@@ -251,11 +242,7 @@ class BackgroundBound:
 
         if wait:
             self._thread.join(max(0.0, self._end - time.perf_counter()))
-        with self._lock:
-            self._stopped = True
-            solver = self._solver
-        if solver is not None:
-            solver.InterruptSolve()
+        self._scip.stop()
         self._thread.join(self._grace)
         if self._thread.is_alive():      # left to stop on its own: its bound is not read
             return 0.0, self._out.get("agg"), None
@@ -265,6 +252,42 @@ class BackgroundBound:
         if agg is None or res is None:
             return 0.0, agg, None
         return _extra(_dual(res, self._gap), agg, True), agg, res
+
+
+class _Stopper:
+    """Stops a solver that runs in another thread: pass ``started`` as the solve's ``started``
+    hook (``mip.backends._run``, ``solve_ortools``); ``stop()`` interrupts the solver, or, when
+    it has not started yet, makes it start with no time (``BackgroundBound``, ``_solve_both``)."""
+
+    def __init__(self, interrupt, no_time):
+        import threading
+
+        self._interrupt, self._no_time = interrupt, no_time
+        self._lock = threading.Lock()
+        self._solver = None
+        self.stopped = False
+
+    @classmethod
+    def highs(cls):
+        return cls(lambda h: h.cancelSolve(), lambda h: h.setOptionValue("time_limit", 1e-3))
+
+    @classmethod
+    def scip(cls):
+        return cls(lambda s: s.InterruptSolve(), lambda s: s.SetTimeLimit(1))
+
+    def started(self, solver) -> None:
+        with self._lock:
+            self._solver = solver
+            late = self.stopped
+        if late:
+            self._no_time(solver)
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            solver = self._solver
+        if solver is not None:
+            self._interrupt(solver)
 
 
 def binding_rows(problem, releases: bool = False, tol: float = 1e-7):
@@ -354,51 +377,29 @@ def _solve_both(mdl, time_limit_s, mip_rel_gap, node_limit, releases):
     from scipy.optimize import OptimizeResult
 
     out: dict = {}
-    lock = threading.Lock()
-    live: dict = {}         # the solver objects while they run; "done": the optimum is proven
-
-    def stop_others(me: str) -> None:
-        with lock:
-            live["done"] = True
-            other = live.get("scip" if me == "highs" else "highs")
-        if other is not None and me == "scip":
-            other.cancelSolve()
-        elif other is not None:
-            other.InterruptSolve()
-
-    def started(name: str):
-        def hook(solver) -> None:
-            with lock:
-                live[name] = solver
-                late = live.get("done", False)
-            if late:         # the other one has proven it already
-                if name == "highs":
-                    solver.setOptionValue("time_limit", 1e-3)
-                else:
-                    solver.SetTimeLimit(1)
-        return hook
+    highs, scip = _Stopper.highs(), _Stopper.scip()
 
     def run_scip():
         try:
-            out["scip"] = _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit, started=started("scip"))
+            out["scip"] = _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit, started=scip.started)
             if out["scip"].status in (0, 2):       # proven optimal or infeasible
-                stop_others("scip")
+                highs.stop()
         except BaseException as e:      # re-raised in the caller's thread
             out["error"] = e
-            stop_others("scip")
+            highs.stop()
 
     end = None if time_limit_s is None else time.perf_counter() + float(time_limit_s)
     th = threading.Thread(target=run_scip, name="slackswap-aggregate-scip", daemon=True)
     th.start()
     try:
-        hi = _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=releases, started=started("highs"))
+        hi = _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=releases, started=highs.started)
         if hi.status in (0, 2):
-            stop_others("highs")
+            scip.stop()
     finally:
         if end is not None:
             th.join(max(0.0, end - time.perf_counter()))
             if th.is_alive():       # SCIP checks its own limit too seldom next to HiGHS: 9.5 s for 5.3
-                stop_others("highs")
+                scip.stop()
         th.join(_stop_grace(time_limit_s))
     if "error" in out:
         raise out["error"]
