@@ -275,9 +275,10 @@ def test_highs_partial_start_does_not_mislead_the_solver():
 def test_beyond_the_exact_model_reports_a_certified_gap():
     """Full-size problems: no exact model; the best incumbent with the aggregated bound and gap
     (HiGHS alone: the default under a time limit also runs SCIP and the search until the limit,
-    ``test_milp_status.py``)."""
+    ``test_milp_status.py``; a short search: ``test_milp_improve.py`` tests it)."""
     p = Problem.build("gpt2-xl", "a100-80gb", 0.5)
-    plan = planners.get("milp", time_limit_s=60, aggregate_time_s=2, aggregate_solver="highs").plan(p)
+    plan = planners.get("milp", time_limit_s=60, aggregate_time_s=2, aggregate_solver="highs",
+                        improve_sims=100).plan(p)
     r = simulate(p, plan, detail=False)
     assert plan.info.status is Status.FEASIBLE and r.fits
     assert plan.info.objective == r.step_time_s

@@ -62,3 +62,21 @@ def test_ctrl_c_after_a_cpsat_solve_still_raises_keyboard_interrupt():
     env = {**os.environ, "PYTHONPATH": f"{here}{os.pathsep}{here.parent}"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and "interrupted" in r.stdout, (r.returncode, r.stderr[-500:])
+
+
+def test_more_scip_settings_are_applied_and_a_wrong_one_is_named():
+    """``solve_ortools(scip_params=...)`` (``benchmarks/bench_milp.py log --scip-param``): a node
+    limit given this way stops SCIP as ``node_limit`` does; a name SCIP does not have is an error
+    that names it, not a silent run on the defaults."""
+    pytest.importorskip("ortools")
+    from slackswap.mip.aggregate import build
+    from slackswap.mip.ortools_backend import solve_ortools
+    from slackswap.problem import Problem
+
+    agg = build(Problem.build("gpt2", "a100-80gb", 0.85, layers=3), integral=True)
+    full = solve_ortools(agg.model, "scip", mip_rel_gap=1e-6)
+    one = solve_ortools(agg.model, "scip", mip_rel_gap=1e-6, scip_params="limits/nodes = 1")
+    assert full.status == "optimal" and one.status != "optimal" and one.nodes == 1, (full, one.status, one.nodes)
+    assert one.bound <= full.objective + 1e-9
+    with pytest.raises(SlackSwapError, match=r"heuristics/nosuch/freq = -1.*name = value"):
+        solve_ortools(agg.model, "scip", scip_params="heuristics/nosuch/freq = -1")

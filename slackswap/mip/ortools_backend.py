@@ -26,13 +26,15 @@ CPSAT_GRID = 1e4
 
 def solve_ortools(model, engine: str, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
                   start: dict[int, float] | None = None, deadline: float | None = None,
-                  grid: float = CPSAT_GRID, node_limit: int | None = None, started=None) -> Result:
+                  grid: float = CPSAT_GRID, node_limit: int | None = None, started=None,
+                  scip_params: str = "") -> Result:
     """Solve ``model`` with OR-Tools' ``engine`` ("scip" or "cpsat"; module docstring).
     ``node_limit`` (SCIP only: ``limits/nodes``, a work limit) stops the search after that many
     branch-and-bound nodes; the result then has status "time_limit" with SCIP's dual bound (also
     when SCIP found no solution by then), and ``nodes`` holds the nodes SCIP processed.
     ``started``: called with the OR-Tools solver just before the solve (``bounds._solve_both``
-    interrupts it from there)."""
+    interrupts it from there). ``scip_params``: more SCIP settings, one ``name = value`` per line,
+    after (and over) these (``benchmarks/bench_milp.py log --scip-param``)."""
     try:
         from ortools.linear_solver import pywraplp
     except ImportError:
@@ -75,10 +77,12 @@ def solve_ortools(model, engine: str, *, time_limit_s=None, mip_rel_gap=1e-9, th
         s.SetSolverSpecificParametersAsString(
             f"num_workers: {int(threads or 2)} random_seed: {int(seed)} relative_gap_limit: {float(mip_rel_gap)} "
             "catch_sigint_signal: false")
-    else:
-        s.SetSolverSpecificParametersAsString(
+    elif not s.SetSolverSpecificParametersAsString(
             f"numerics/feastol = 1e-9\nrandomization/randomseedshift = {int(seed)}\nlimits/gap = {float(mip_rel_gap)}"
-            + (f"\nlimits/nodes = {int(node_limit)}" if node_limit is not None else ""))
+            + (f"\nlimits/nodes = {int(node_limit)}" if node_limit is not None else "")
+            + (f"\n{scip_params}" if scip_params else "")):
+        raise SlackSwapError(f"SCIP refused its settings {scip_params!r}: each line 'name = value', with a "
+                             "parameter name of SCIP's (for example 'heuristics/rens/freq = -1')")
     if start and not cpsat:
         s.SetHint([xs[i] for i in start], [float(v) for v in start.values()])
     if started is not None:
