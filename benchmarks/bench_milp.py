@@ -13,7 +13,7 @@
     python benchmarks/bench_milp.py relax tiny --layers 1 2 3 4 --budget 0.7 --aggregate-nodes 2000
     python benchmarks/bench_milp.py small tiny --layers 3 4 --budgets 0.4 0.5 0.6 0.7
     python benchmarks/bench_milp.py binding llama-7b --budgets 0.2 0.3
-    python benchmarks/bench_milp.py log llama-7b --budget 0.3 --aggregate-solver scip --aggregate-nodes none --time-limit 60 [--scip-param "heuristics/farkasdiving/freq = -1" ...]
+    python benchmarks/bench_milp.py log llama-7b --budget 0.3 --aggregate-solver scip --aggregate-nodes none --time-limit 60 [--scip-param "heuristics/farkasdiving/freq = -1" ...] [--start slack]
 
 ``full`` / ``layers``: the ``milp`` planner above ``max_exact_tensors`` (docs/milp.md section 7):
 wall time, incumbent, certified bound, proven gap and the aggregated model's size, once with the
@@ -42,7 +42,8 @@ each model x ``--budgets``, the LP bound, how many rows bind (a nonzero dual) ou
 memory rows among them (the step and its op, the dual) and the count per row family.
 ``log``: the full-size path's aggregated MILP (no release rows) of one model at ``--budget`` on
 one solver (``--aggregate-solver``: highs or scip), with the solver's own log, for
-``--time-limit`` seconds or ``--aggregate-nodes`` nodes; ``--scip-param`` adds SCIP settings.
+``--time-limit`` seconds or ``--aggregate-nodes`` nodes; ``--scip-param`` adds SCIP settings,
+``--start slack`` hands SCIP slack's plan as its first solution (as the planner hands it its warm start).
 Then one row: nodes, the certified bound, the solver's incumbent (both as step times) and wall.
 Prints markdown rows (the tables in benchmarks/README.md come from here).
 """
@@ -345,7 +346,7 @@ def binding(a) -> None:
 
 
 def log(a) -> None:
-    from slackswap.bounds import _extra
+    from slackswap.bounds import _extra, aggregate_point
     from slackswap.mip.aggregate import build
     from slackswap.mip.backends import _flat, _highs, _run
     from slackswap.mip.ortools_backend import solve_ortools
@@ -353,8 +354,8 @@ def log(a) -> None:
     solver = "highs" if a.aggregate_solver == "auto" else a.aggregate_solver
     if solver not in ("highs", "scip"):
         raise SystemExit(f"bench_milp.py log: --aggregate-solver is highs or scip here; got {solver!r}")
-    if a.scip_param and solver != "scip":
-        raise SystemExit("bench_milp.py log: --scip-param needs --aggregate-solver scip")
+    if (a.scip_param or a.start != "none") and solver != "scip":
+        raise SystemExit("bench_milp.py log: --scip-param and --start need --aggregate-solver scip")
     name = (a.models or ["llama-7b"])[0]
     try:
         p = Problem.build(name, a.hardware, a.budget)
@@ -362,6 +363,7 @@ def log(a) -> None:
         raise SystemExit(f"bench_milp.py log: {e}") from None
     agg = build(p, integral=True)
     t0 = time.perf_counter()
+    start = None if a.start == "none" else aggregate_point(p, agg, planners.get(a.start).plan(p).decisions)
     if solver == "highs":       # as bounds._solve_pooled runs it on the full-size presets, with its log
         h = _highs(_flat(agg.model))
         h.setOptionValue("output_flag", True)
@@ -371,7 +373,7 @@ def log(a) -> None:
         try:
             r = solve_ortools(agg.model, "scip", mip_rel_gap=1e-6, node_limit=a.aggregate_nodes,
                               time_limit_s=a.time_limit, started=lambda s: s.EnableOutput(),
-                              scip_params="\n".join(a.scip_param))
+                              scip_params="\n".join(a.scip_param), start=start)
         except SlackSwapError as e:
             raise SystemExit(f"bench_milp.py log: {e}") from None
     wall = time.perf_counter() - t0
@@ -380,7 +382,9 @@ def log(a) -> None:
         f"{(p.ideal_step_s + r.objective * agg.t0) * 1e3:.2f} ms"
     print("| model | budget | solver | settings | nodes | certified bound | solver's incumbent | wall |")
     print("|---" * 8 + "|")
-    print(f"| {name} | {a.budget} | {solver} | {'; '.join(a.scip_param) or 'the defaults'} | {r.nodes} | "
+    settings = "; ".join(a.scip_param + ([f"{a.start}'s plan as the first solution"] if start else [])) \
+        or "the defaults"
+    print(f"| {name} | {a.budget} | {solver} | {settings} | {r.nodes} | "
           f"{(p.ideal_step_s + _extra(bound, agg, True)) * 1e3:.2f} ms | {inc} | {wall:.1f} s |", flush=True)
 
 
@@ -413,6 +417,9 @@ def main(argv=None):
     ap.add_argument("--solver", default="highs", help="exact mode: milp solver (highs, cbc, cvxpy, scip, cpsat)")
     ap.add_argument("--scip-param", action="append", default=[],
                     help="log mode with --aggregate-solver scip: a SCIP setting 'name = value' (repeatable)")
+    ap.add_argument("--start", choices=["none", "slack"], default="none",
+                    help="log mode with --aggregate-solver scip: a plan handed to SCIP as its first solution "
+                         "(bounds.aggregate_point; the wall includes that planner)")
     a = ap.parse_args(argv)
     {"full": full, "layers": layers, "backends": backends, "exact": exact, "sizes": sizes, "gaps": gaps,
      "defaults": defaults, "relax": relax, "small": small, "binding": binding,

@@ -198,6 +198,41 @@ def _extra(val, agg, integral: bool) -> float:
     return max(0.0, (float(val) - shave) * agg.t0 * (1 - 1e-9))
 
 
+def aggregate_point(problem, agg, decisions) -> dict[int, float] | None:
+    """The point of ``agg``'s model (``mip.aggregate.build``) with its decisions fixed to
+    ``decisions`` (tensor id -> ``Decision``; every planning tensor) and every other column at
+    its least objective: that MILP (its ``pend`` binaries free) solved by HiGHS, integers
+    rounded, as column -> value; None when HiGHS finds none. Every plan maps to a feasible point
+    of the model (``mip/aggregate.py``), so this is a solution of the aggregated MILP whose
+    objective is at most the plan's extra time (a first solution for a solver:
+    ``benchmarks/bench_milp.py log --start``)."""
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    from .plan import Decision
+
+    mdl = agg.model
+    lb, ub = np.array(mdl.lb, float), np.array(mdl.ub, float)
+    for t in problem.planning_ids:
+        for col, d in ((agg.rec.get(t), Decision.RECOMPUTE), (agg.swap.get(t), Decision.SWAP)):
+            if col is not None:
+                lb[col] = ub[col] = float(decisions[t] is d)
+    obj = np.zeros(len(mdl.names))
+    for v, cf in mdl.obj.items():
+        obj[v] = cf
+    integer = np.asarray(mdl.integer, int)
+    # with the decisions fixed, HiGHS's presolve can end in "Solve error" (status 4): then without it
+    for presolve in (True, False):
+        res = milp(obj, constraints=LinearConstraint(mdl.csr(), mdl.lo, mdl.hi), integrality=integer,
+                   bounds=Bounds(lb, ub), options={"mip_rel_gap": 1e-9, "presolve": presolve})
+        if res.status != 4:
+            break
+    if res.x is None:
+        return None
+    x = np.where(integer > 0, np.round(res.x), res.x)
+    return {i: float(v) for i, v in enumerate(x)}
+
+
 class BackgroundBound:
     """The aggregated MILP of ``problem`` (no release rows) on SCIP in a second thread, without a
     node limit, from construction until ``time_limit_s`` seconds have passed or ``finish()`` is
