@@ -43,7 +43,7 @@ memory rows among them (the step and its op, the dual) and the count per row fam
 ``log``: the full-size path's aggregated MILP (no release rows) of one model at ``--budget`` on
 one solver (``--aggregate-solver``: highs or scip), with the solver's own log, for
 ``--time-limit`` seconds or ``--aggregate-nodes`` nodes; ``--scip-param`` adds SCIP settings,
-``--start slack`` hands SCIP slack's plan as its first solution (as the planner hands it its warm start).
+``--start slack`` hands SCIP slack's plan as its first solution (``bounds.aggregate_point``).
 Then one row: nodes, the certified bound, the solver's incumbent (both as step times) and wall.
 Prints markdown rows (the tables in benchmarks/README.md come from here).
 """

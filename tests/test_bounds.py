@@ -231,10 +231,10 @@ def test_scip_in_the_background_gives_a_bound_that_holds_and_stops_when_told():
 
 
 def test_scip_takes_a_plan_as_its_first_solution():
-    """``aggregate_point``: a plan's decisions as a point of the aggregated MILP, its objective
-    the plan's simulated time where the relaxation is tight there (GPT-2 3 layers at 0.85, slack's
-    plan: equal within 1e-9); SCIP stopped at its first solution returns that point's objective
-    when handed it (``start``), and its own otherwise."""
+    """``aggregate_point``: a plan's decisions as an integral point of the aggregated MILP whose
+    objective is at most the plan's simulated time (GPT-2 3 layers at 0.85, slack's plan); SCIP
+    stopped at its first solution returns that point's objective when handed it (``start``), and
+    another of its own otherwise."""
     pytest.importorskip("ortools")
     from slackswap.bounds import aggregate_point
     from slackswap.mip.aggregate import build

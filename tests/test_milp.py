@@ -396,9 +396,10 @@ def test_the_aggregated_milps_own_plan_can_be_the_proven_one():
 def test_full_size_published_instances_have_a_proven_gap_under_one_percent(model):
     """The issue's target at budget 0.5: proven gap <= 1%. With ``aggregate_time_s=0`` only the
     LP of the aggregated relaxation is used (about a second); the planner's default adds the
-    aggregated MILP's dual bound, which can only raise the bound."""
+    aggregated MILP's dual bound, which can only raise the bound. The incumbent search is off:
+    the warm start alone is within 1% (0.46%, 0.36%, 0.02%; with the search 0.08%, 0.36%, 0.005%)."""
     p = Problem.build(model, "a100-80gb", 0.5)
-    plan = planners.get("milp", aggregate_time_s=0).plan(p)
+    plan = planners.get("milp", aggregate_time_s=0, improve_sims=0).plan(p)
     r = simulate(p, plan, detail=False)
     assert r.fits and plan.info.objective == r.step_time_s
     assert plan.info.lower_bound <= r.step_time_s
