@@ -356,6 +356,8 @@ def log(a) -> None:
         raise SystemExit(f"bench_milp.py log: --aggregate-solver is highs or scip here; got {solver!r}")
     if (a.scip_param or a.start != "none") and solver != "scip":
         raise SystemExit("bench_milp.py log: --scip-param and --start need --aggregate-solver scip")
+    if len(a.models) > 1:
+        raise SystemExit(f"bench_milp.py log: one model at a time; got {', '.join(a.models)}")
     name = (a.models or ["llama-7b"])[0]
     try:
         p = Problem.build(name, a.hardware, a.budget)
