@@ -346,7 +346,9 @@ def binding(a) -> None:
 
 
 def log(a) -> None:
-    from slackswap.bounds import _extra, aggregate_point
+    from types import SimpleNamespace
+
+    from slackswap.bounds import _dual, _extra, aggregate_point
     from slackswap.mip.aggregate import build
     from slackswap.mip.backends import _flat, _highs, _run
     from slackswap.mip.ortools_backend import solve_ortools
@@ -379,7 +381,10 @@ def log(a) -> None:
         except SlackSwapError as e:
             raise SystemExit(f"bench_milp.py log: {e}") from None
     wall = time.perf_counter() - t0
-    bound = r.bound if r.bound is not None else r.objective
+    # the certified bound as the planner reads it (bounds._dual): the dual bound, or a proven
+    # optimum less the gap; never the incumbent
+    bound = _dual(SimpleNamespace(mip_dual_bound=r.bound, fun=r.objective,
+                                  status=0 if r.status == "optimal" else 1), 1e-6)
     inc = "none" if r.objective is None else \
         f"{(p.ideal_step_s + r.objective * agg.t0) * 1e3:.2f} ms"
     print("| model | budget | solver | settings | nodes | certified bound | solver's incumbent | wall |")

@@ -142,9 +142,6 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     (``LP_SHAVE``, 1e-7), the MILP's integrality one (``MIP_SHAVE``, HiGHS's
     ``mip_feasibility_tolerance``, 1e-6; a MILP bound above the optimum by 1.05e-7 was seen,
     ``test_the_integral_bound_is_shaved_by_the_mip_tolerance``)."""
-    import numpy as np
-    from scipy.optimize import Bounds, LinearConstraint, milp
-
     from .mip.aggregate import build
 
     if solver not in AGGREGATE_SOLVERS:
@@ -174,14 +171,10 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
             _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=releases)
         val = _dual(res, mip_rel_gap)
     else:
-        obj = np.zeros(len(mdl.names))
-        for v, cf in mdl.obj.items():
-            obj[v] = cf
         opts = {"mip_rel_gap": mip_rel_gap}
         if time_limit_s is not None:
             opts["time_limit"] = float(time_limit_s)
-        res = milp(obj, constraints=LinearConstraint(mdl.csr(), mdl.lo, mdl.hi),
-                   integrality=np.asarray(mdl.integer, int), bounds=Bounds(mdl.lb, mdl.ub), options=opts)
+        res = _scipy_milp(mdl, opts)
         val = res.fun if res.status == 0 else None
     if val is not None and math.isfinite(val) and not integral:
         val = float(val) + mdl.obj_const    # scipy's milp leaves the objective's constant out; HiGHS and SCIP count it
@@ -207,7 +200,6 @@ def aggregate_point(problem, agg, decisions) -> dict[int, float] | None:
     objective is at most the plan's extra time (a first solution for a solver:
     ``benchmarks/bench_milp.py log --start``)."""
     import numpy as np
-    from scipy.optimize import Bounds, LinearConstraint, milp
 
     from .plan import Decision
 
@@ -217,20 +209,28 @@ def aggregate_point(problem, agg, decisions) -> dict[int, float] | None:
         for col, d in ((agg.rec.get(t), Decision.RECOMPUTE), (agg.swap.get(t), Decision.SWAP)):
             if col is not None:
                 lb[col] = ub[col] = float(decisions[t] is d)
-    obj = np.zeros(len(mdl.names))
-    for v, cf in mdl.obj.items():
-        obj[v] = cf
-    integer = np.asarray(mdl.integer, int)
     # with the decisions fixed, HiGHS's presolve can end in "Solve error" (status 4): then without it
     for presolve in (True, False):
-        res = milp(obj, constraints=LinearConstraint(mdl.csr(), mdl.lo, mdl.hi), integrality=integer,
-                   bounds=Bounds(lb, ub), options={"mip_rel_gap": 1e-9, "presolve": presolve})
+        res = _scipy_milp(mdl, {"mip_rel_gap": 1e-9, "presolve": presolve}, lb, ub)
         if res.status != 4:
             break
     if res.x is None:
         return None
-    x = np.where(integer > 0, np.round(res.x), res.x)
+    x = np.where(np.asarray(mdl.integer, bool), np.round(res.x), res.x)
     return {i: float(v) for i, v in enumerate(x)}
+
+
+def _scipy_milp(mdl, options: dict, lb=None, ub=None):
+    """``scipy.optimize.milp`` (HiGHS) on the model ``mdl`` with its integrality and the column
+    bounds ``lb`` / ``ub`` (the model's by default); its result leaves ``mdl.obj_const`` out."""
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    obj = np.zeros(len(mdl.names))
+    for v, cf in mdl.obj.items():
+        obj[v] = cf
+    return milp(obj, constraints=LinearConstraint(mdl.csr(), mdl.lo, mdl.hi), integrality=np.asarray(mdl.integer, int),
+                bounds=Bounds(mdl.lb if lb is None else lb, mdl.ub if ub is None else ub), options=options)
 
 
 class BackgroundBound:
