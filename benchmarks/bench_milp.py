@@ -14,6 +14,7 @@
     python benchmarks/bench_milp.py small tiny --layers 3 4 --budgets 0.4 0.5 0.6 0.7
     python benchmarks/bench_milp.py binding llama-7b --budgets 0.2 0.3
     python benchmarks/bench_milp.py log llama-7b --budget 0.3 --aggregate-solver scip --aggregate-nodes none --time-limit 60 [--scip-param "heuristics/farkasdiving/freq = -1" ...] [--start slack]
+    python benchmarks/bench_milp.py log llama-7b --budget 0.3 --aggregate-solver highs --aggregate-nodes none --time-limit 30 --probe 1736.87
 
 ``full`` / ``layers``: the ``milp`` planner above ``max_exact_tensors`` (docs/milp.md section 7):
 wall time, incumbent, certified bound, proven gap and the aggregated model's size, once with the
@@ -43,7 +44,9 @@ memory rows among them (the step and its op, the dual) and the count per row fam
 ``log``: the full-size path's aggregated MILP (no release rows) of one model at ``--budget`` on
 one solver (``--aggregate-solver``: highs or scip), with the solver's own log, for
 ``--time-limit`` seconds or ``--aggregate-nodes`` nodes; ``--scip-param`` adds SCIP settings,
-``--start slack`` hands SCIP slack's plan as its first solution (``bounds.aggregate_point``).
+``--start slack`` hands SCIP slack's plan as its first solution (``bounds.aggregate_point``);
+``--probe MS`` (HiGHS) makes it one cutoff probe (``bounds.probe_bound``): only solutions below a
+step time of MS milliseconds count, and "none below the cutoff" is a proof that MS is a bound.
 Then one row: nodes, the certified bound, the solver's incumbent (both as step times) and wall.
 Prints markdown rows (the tables in benchmarks/README.md come from here).
 """
@@ -51,6 +54,7 @@ Prints markdown rows (the tables in benchmarks/README.md come from here).
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 from slackswap import Problem, planners, simulate
@@ -358,6 +362,8 @@ def log(a) -> None:
         raise SystemExit(f"bench_milp.py log: --aggregate-solver is highs or scip here; got {solver!r}")
     if (a.scip_param or a.start != "none") and solver != "scip":
         raise SystemExit("bench_milp.py log: --scip-param and --start need --aggregate-solver scip")
+    if a.probe is not None and solver != "highs":
+        raise SystemExit("bench_milp.py log: --probe needs --aggregate-solver highs")
     if len(a.models) > 1:
         raise SystemExit(f"bench_milp.py log: one model at a time; got {', '.join(a.models)}")
     name = (a.models or ["llama-7b"])[0]
@@ -366,13 +372,19 @@ def log(a) -> None:
     except SlackSwapError as e:
         raise SystemExit(f"bench_milp.py log: {e}") from None
     agg = build(p, integral=True)
+    cut = None
+    if a.probe is not None:
+        if not math.isfinite(a.probe) or a.probe * 1e-3 <= p.ideal_step_s:
+            raise SystemExit(f"bench_milp.py log: --probe is a step time in ms above the ideal step "
+                             f"({p.ideal_step_s * 1e3:.2f} ms here); got {a.probe}")
+        cut = (a.probe * 1e-3 - p.ideal_step_s) / agg.t0
     t0 = time.perf_counter()
     start = None if a.start == "none" else aggregate_point(p, agg, planners.get(a.start).plan(p).decisions)
     if solver == "highs":       # as bounds._solve_pooled runs it on the full-size presets, with its log
         h = _highs(_flat(agg.model))
         h.setOptionValue("output_flag", True)
         r = _run(h, True, time_limit_s=a.time_limit, mip_rel_gap=1e-6, threads=None, seed=0, relax=False,
-                 deadline=None, node_limit=a.aggregate_nodes, strict=False, symmetry=False)
+                 deadline=None, node_limit=a.aggregate_nodes, strict=False, symmetry=False, cutoff=cut)
     else:
         try:
             r = solve_ortools(agg.model, "scip", mip_rel_gap=1e-6, node_limit=a.aggregate_nodes,
@@ -387,10 +399,16 @@ def log(a) -> None:
                                   status=0 if r.status == "optimal" else 1), 1e-6)
     inc = "none" if r.objective is None else \
         f"{(p.ideal_step_s + r.objective * agg.t0) * 1e3:.2f} ms"
+    if cut is not None:     # a probe proves at most its cutoff (bounds.probe_bound)
+        if r.status == "infeasible" or (r.status == "optimal" and r.objective >= cut):
+            bound, inc = cut, f"none below the cutoff (proven; {inc} found)" if r.objective is not None \
+                else "none below the cutoff (proven)"
+        elif bound is not None:
+            bound = min(bound, cut)
     print("| model | budget | solver | settings | nodes | certified bound | solver's incumbent | wall |")
     print("|---" * 8 + "|")
-    settings = "; ".join(a.scip_param + ([f"{a.start}'s plan as the first solution"] if start else [])) \
-        or "the defaults"
+    settings = "; ".join(a.scip_param + ([f"{a.start}'s plan as the first solution"] if start else [])
+                         + ([f"cutoff at {a.probe} ms"] if cut is not None else [])) or "the defaults"
     print(f"| {name} | {a.budget} | {solver} | {settings} | {r.nodes} | "
           f"{(p.ideal_step_s + _extra(bound, agg, True)) * 1e3:.2f} ms | {inc} | {wall:.1f} s |", flush=True)
 
@@ -424,6 +442,9 @@ def main(argv=None):
     ap.add_argument("--solver", default="highs", help="exact mode: milp solver (highs, cbc, cvxpy, scip, cpsat)")
     ap.add_argument("--scip-param", action="append", default=[],
                     help="log mode with --aggregate-solver scip: a SCIP setting 'name = value' (repeatable)")
+    ap.add_argument("--probe", type=float, default=None, metavar="MS",
+                    help="log mode with --aggregate-solver highs: a cutoff probe, only solutions below "
+                         "this step time in ms count (bounds.probe_bound)")
     ap.add_argument("--start", choices=["none", "slack"], default="none",
                     help="log mode with --aggregate-solver scip: a plan handed to SCIP as its first solution "
                          "(bounds.aggregate_point; the wall includes that planner)")

@@ -477,7 +477,7 @@ def _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit, started=None):
                           mip_node_count=r.nodes, solutions=[] if x is None else [x])
 
 
-def _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=True, started=None):
+def _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=True, started=None, cutoff=None):
     """The aggregated MILP ``mdl`` solved by HiGHS in this process (``mip.backends._run``, with
     HiGHS's own feasibility tolerances, as ``scipy.optimize.milp`` uses them: the bound is shaved
     for them; with the exact model's 1e-9 the tight MILP at ``tiny`` 4 layers 0.4 stopped at its
@@ -490,7 +490,8 @@ def _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=True, sta
     ``symmetry``: HiGHS's symmetry detection; ``aggregate_bound`` turns it off without the
     release rows (the full-size presets): on llama-7b at 0.3 the search then processes 3,631
     nodes in 60 s against 316, and a restart lifts the bound; with them (small models) it stays
-    on: without it `tiny` 4 layers at 0.4 is no longer proven (docs/milp.md section 7)."""
+    on: without it `tiny` 4 layers at 0.4 is no longer proven (docs/milp.md section 7).
+    ``cutoff``: HiGHS's ``objective_bound`` (``probe_bound``)."""
     import numpy as np
     from scipy.optimize import OptimizeResult
 
@@ -498,11 +499,86 @@ def _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=True, sta
 
     r = _run(_highs(_flat(mdl)), True, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, threads=None,
              seed=0, relax=False, deadline=None, node_limit=node_limit, pool=True, strict=False,
-             symmetry=symmetry, started=started)
+             symmetry=symmetry, started=started, cutoff=cutoff)
     return OptimizeResult(status=_STATUS.get(r.status, 4), message=r.message or r.status,
                           x=None if r.x is None else np.asarray(r.x, float),
                           fun=None if r.x is None else r.objective, mip_dual_bound=r.bound,
                           mip_node_count=r.nodes, solutions=r.solutions or [])
+
+
+#: ``probe_bound``: a probe is not started with less than this many seconds left (and the milp
+#: planner probes only where a probe may take at least this long: under a 10 s limit, probes
+#: of about 0.4 s each proved nothing on the full-size presets, 2026-12-03)
+PROBE_MIN_S = 1.0
+
+
+def probe_bound(problem, agg, low_s: float, high_s: float, time_limit_s: float, probe_s: float,
+                rel_gap: float = 1e-6, stop_at_failure: bool = True):
+    """Raise a certified bound on the step time by **cutoff probes** of the aggregated MILP
+    ``agg`` (``mip.aggregate.build(problem, integral=True)``; docs/milp.md section 7, "Cutoff
+    probes"). A probe at step time ``c`` solves that MILP with HiGHS told that only solutions
+    below ``c`` count (its ``objective_bound``): HiGHS then prunes every node whose bound reaches
+    ``c`` and fixes, from the first LP, every binary whose reduced cost would lift the bound past
+    it. Where it reports the MILP infeasible, no solution, so no plan (each maps to a solution of
+    no greater objective), is faster than ``c``: ``c`` less the MIP shave is a certified bound.
+    Below the optimum by a few tenths of a percent that proof often takes one node (llama-7b at
+    0.3: the cutoff at 1736.87 ms is proven infeasible at the root in 0.6 s, while without a
+    cutoff HiGHS's bound is 1732.67 ms after 60 s).
+
+    Bisection between ``low_s`` (a certified bound, seconds) and ``high_s`` (a plan's simulated
+    step time): each probe at the middle, with at most ``probe_s`` seconds, while the interval
+    is wider than ``rel_gap`` of ``high_s`` and ``time_limit_s`` (counted from the call) has
+    ``PROBE_MIN_S`` left. A proof raises the low end; a probe that finds a solution below its
+    cutoff lowers the high end to that solution's objective (nothing above it can be proven) and
+    ends the bisection when it also proves that solution optimal; a probe stopped by its limit
+    lowers the high end to its cutoff and, with ``stop_at_failure``, ends the bisection (a
+    probe that fails costs its whole limit; one that succeeds seldom more than a second).
+    Every probe's dual bound holds too, up to its cutoff and never above it: a search that
+    prunes at the cutoff proves nothing beyond it. A probe that ends "optimal" at a solution
+    at or above its cutoff (HiGHS reports such, with that solution's objective as its dual
+    bound) proves the cutoff, no more.
+
+    Returns ``(bound_s, results, proofs, probes)``: the certified bound (at least ``low_s``),
+    the probes' results that hold integer solutions (``_solve_pooled``'s; candidates for a plan),
+    and how many probes proved their cutoff and how many ran."""
+    import time
+
+    end = time.perf_counter() + float(time_limit_s)
+    lo, hi = float(low_s), float(high_s)
+    found, proofs, probes = [], 0, 0
+
+    def step(val) -> float:      # a certified step time from a bound ``val`` of the model
+        return problem.ideal_step_s + _extra(val, agg, True)
+
+    while hi - lo > rel_gap * hi:
+        left = end - time.perf_counter()
+        if left < PROBE_MIN_S:
+            break
+        mid = 0.5 * (lo + hi)
+        cut = (mid - problem.ideal_step_s) / agg.t0
+        res = _solve_pooled(agg.model, min(float(probe_s), left), 1e-6, None, symmetry=False, cutoff=cut)
+        probes += 1
+        if res.x is not None or res.solutions:
+            found.append(res)
+        below = res.x is not None and res.fun is not None and float(res.fun) < cut
+        if res.status == 2 or (res.status == 0 and not below):
+            # none below the cutoff. HiGHS may report a solution above it, found on the way, as
+            # "optimal" with that objective as its dual bound (tiny 2 layers at 0.5, a cutoff
+            # 0.1% below the optimum: 0.4033 for an optimum of 0.3883): only the cutoff holds
+            proofs += 1
+            lo = max(lo, step(cut))
+            continue
+        val = _dual(res, 1e-6)
+        if val is not None and math.isfinite(val):     # a search under the cutoff proves no more
+            lo = max(lo, step(min(float(val), cut)))
+        if below:
+            hi = min(hi, problem.ideal_step_s + float(res.fun) * agg.t0)
+        if res.status == 0:         # its optimum is below the cutoff: nothing above it holds
+            break
+        hi = min(hi, mid)
+        if stop_at_failure:
+            break
+    return lo, found, proofs, probes
 
 
 def _knapsack(need: float, freed, cost, bw: float, backward: bool) -> float:

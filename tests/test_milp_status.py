@@ -179,6 +179,8 @@ def test_scip_runs_beside_the_planner_under_a_time_limit_on_the_full_size_path(m
 
     monkeypatch.setattr(B, "BackgroundBound", Fake)
     monkeypatch.setattr(milp.MilpPlanner, "_background_scip", lambda self, p: True)
+    # no cutoff probes: here they close the gap on their own (test_cutoff_probes_run_under_a_time_limit_only)
+    monkeypatch.setattr(beyond, "PROBE_SHARE", 0.0)
     monkeypatch.setattr(imp, "improve", spy)
     r = planners.get("milp", time_limit_s=60).plan(big)
     assert calls[0][0] == "start" and 40 < calls[0][1] < 60 and calls[1:] == [("finish", True)], calls
@@ -268,3 +270,31 @@ def test_exact_path_without_swaps_starts_from_every_heuristic():
     assert mp.info.status in (Status.TIME_LIMIT, Status.OPTIMAL, Status.FEASIBLE), mp.info.message
     assert r.fits and not mp.ids(Decision.SWAP)
     assert mp.info.objective == r.step_time_s <= dp.step_time_s
+
+
+def test_cutoff_probes_run_under_a_time_limit_only(monkeypatch):
+    """The cutoff probes' bound depends on machine speed (``bounds.probe_bound``), so without a
+    time limit the planner does not probe: its defaults stay a work limit. Under one it probes
+    between its bound and its incumbent while a gap is open, and its bound holds (GPT-2 8 layers
+    at 0.8, above 80 planning tensors, HiGHS alone, no search; under 30 s a probe may take
+    ``PROBE_MIN_S``); under 10 s a probe could not, so there are none."""
+    import slackswap.bounds as B
+
+    calls = []
+    real = B.probe_bound
+
+    def spy(problem, agg, low, high, *a, **k):
+        calls.append((low, high))
+        return real(problem, agg, low, high, *a, **k)
+
+    monkeypatch.setattr(B, "probe_bound", spy)
+    p = Problem.build("gpt2", "a100-80gb", 0.8, layers=8)
+    free = planners.get("milp", improve_sims=0).plan(p)
+    assert calls == [] and free.info.gap > 0, free.info.message
+    timed = planners.get("milp", time_limit_s=30, improve_sims=0, aggregate_solver="highs").plan(p)
+    assert len(calls) == 1, calls
+    low, high = calls[0]
+    assert low < high and timed.info.lower_bound >= low
+    assert timed.info.lower_bound <= simulate(p, timed, detail=False).step_time_s == timed.info.objective
+    planners.get("milp", time_limit_s=10, improve_sims=0, aggregate_solver="highs").plan(p)
+    assert len(calls) == 1, calls

@@ -44,7 +44,7 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
     and the proven gap; ``bg`` (a ``bounds.BackgroundBound`` or None): SCIP's bound and plan on
     the same MILP, read when the rest is done, kept where better.
     INFEASIBLE only when the relaxation is infeasible (then no plan fits)."""
-    from ...bounds import aggregate_bound, lower_bound
+    from ...bounds import PROBE_MIN_S, aggregate_bound, lower_bound, probe_bound
 
     n = len(problem.planning_ids)
     if self._cap_in_time(problem):
@@ -103,6 +103,20 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
             else:
                 msg.append(work)
             consider("the aggregated MILP's decisions", _aggregate_plan(self, problem, agg, res))
+            if not releases and deadline is not None and obj is not None \
+                    and _gap(obj, bound) > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
+                # cutoff probes between the bound and the incumbent (docs/milp.md section 7)
+                share = min(cap, PROBE_SHARE * (deadline - time.perf_counter()))
+                if share / PROBE_PARTS >= PROBE_MIN_S:
+                    low, found, proofs, probes = probe_bound(
+                        problem, agg, bound, obj, share, share / PROBE_PARTS,
+                        rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP))
+                    if low > bound:
+                        bound, how = low, (f"cutoff probes of the aggregated MILP ({probes} run, {proofs} proving their "
+                                           "cutoff; each under a time limit: depends on machine speed)")
+                    for r in found:
+                        consider("a cutoff probe's solution of the aggregated MILP",
+                                 _aggregate_plan(self, problem, agg, r))
             if releases and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
                 # the tight rows, in a second pass (MilpPlanner._tight_aggregate)
                 rest = cap if deadline is None else min(cap, deadline - time.perf_counter())
@@ -182,6 +196,11 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
 #: the incumbent search's simulations when SCIP runs beside it (``MilpPlanner._background_scip``)
 #: and ``improve_sims`` is None: as many as fit before the time limit
 UNTIL_THE_LIMIT = 10**9
+
+#: the cutoff probes' share of the time left after the aggregated MILP (under a time limit,
+#: without the release rows, while a gap is open; ``bounds.probe_bound``; at most the
+#: aggregated MILP's cap, ``aggregate_time_s``), and a probe's limit as a part of that share
+PROBE_SHARE, PROBE_PARTS = 0.25, 3
 
 #: the most integer solutions of the aggregated MILP judged by simulation (the newest first).
 #: The search starts from the fastest; its three fastest as three starts were tried on the nine
