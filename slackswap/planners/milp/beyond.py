@@ -40,9 +40,11 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
     certified bound of the aggregated relaxation (its LP, then its MILP dual bound after
     ``aggregate_nodes`` branch-and-bound nodes, more with release rows for small models:
     ``MilpPlanner._aggregate_work``; for those, while a gap is open, a second pass with the tight
-    rows, and after the search a third with the chain rows too: ``MilpPlanner._tight_aggregate``)
-    and the proven gap; ``bg`` (a ``bounds.BackgroundBound`` or None): SCIP's bound and plan on
-    the same MILP, read when the rest is done, kept where better.
+    rows, and after the search a third with the chain rows too: ``MilpPlanner._tight_aggregate``;
+    for the others, under a time limit while a gap is open, cutoff probes between the bound and
+    the incumbent: ``bounds.probe_bound``) and the proven gap; ``bg`` (a
+    ``bounds.BackgroundBound`` or None): SCIP's bound and plan on the same MILP, read when the
+    rest is done, kept where better.
     INFEASIBLE only when the relaxation is infeasible (then no plan fits)."""
     from ...bounds import PROBE_MIN_S, aggregate_bound, lower_bound, probe_bound
 
