@@ -20,11 +20,18 @@ def test_limits_that_cannot_be_honoured_are_refused(bad):
 
 
 def test_the_floor_is_accepted_and_none_means_no_limit():
+    """The 2 s floor is accepted; without a limit the optimum is proven. At the floor the proof
+    takes about 1 s of the 2 on a quiet 2-core machine, and on a loaded one the limit may stop it
+    first (seen once in a clean-clone CI run: TIME_LIMIT with 16.0 against a bound of 15.4): a
+    speed, which belongs in benchmarks, so at the floor either status, with a plan that fits
+    and a bound that holds."""
     g = chain(6, sizes=[1, 2, 3, 1, 2, 2])
     p = Problem(g, CostModel.unit(g)).with_budget(7)
-    for limit in (MIN_TIME_LIMIT_S, None):
-        plan = planners.get("milp", time_limit_s=limit).plan(p)
-        assert plan.info.status is Status.OPTIMAL and simulate(p, plan).fits, plan.info.message
+    floor = planners.get("milp", time_limit_s=MIN_TIME_LIMIT_S).plan(p)
+    free = planners.get("milp", time_limit_s=None).plan(p)
+    assert free.info.status is Status.OPTIMAL and simulate(p, free).fits, free.info.message
+    assert floor.info.status in (Status.OPTIMAL, Status.TIME_LIMIT) and simulate(p, floor).fits, floor.info.message
+    assert floor.info.lower_bound <= free.info.objective * (1 + 1e-9) <= floor.info.objective * (1 + 1e-9)
 
 
 def test_full_size_model_returns_within_the_limit_and_a_margin():
