@@ -352,7 +352,7 @@ def binding(a) -> None:
 def log(a) -> None:
     from types import SimpleNamespace
 
-    from slackswap.bounds import _dual, _extra, aggregate_point
+    from slackswap.bounds import _STATUS, _dual, _extra, aggregate_point, probe_reading
     from slackswap.mip.aggregate import build
     from slackswap.mip.backends import _flat, _highs, _run
     from slackswap.mip.ortools_backend import solve_ortools
@@ -395,16 +395,15 @@ def log(a) -> None:
     wall = time.perf_counter() - t0
     # the certified bound as the planner reads it (bounds._dual): the dual bound, or a proven
     # optimum less the gap; never the incumbent
-    bound = _dual(SimpleNamespace(mip_dual_bound=r.bound, fun=r.objective,
-                                  status=0 if r.status == "optimal" else 1), 1e-6)
+    res = SimpleNamespace(mip_dual_bound=r.bound, fun=r.objective, x=r.x, status=_STATUS.get(r.status, 4))
+    bound = _dual(res, 1e-6)
     inc = "none" if r.objective is None else \
         f"{(p.ideal_step_s + r.objective * agg.t0) * 1e3:.2f} ms"
-    if cut is not None:     # a probe proves at most its cutoff (bounds.probe_bound)
-        if r.status == "infeasible" or (r.status == "optimal" and r.objective >= cut):
-            bound, inc = cut, f"none below the cutoff (proven; {inc} found)" if r.objective is not None \
-                else "none below the cutoff (proven)"
-        elif bound is not None:
-            bound = min(bound, cut)
+    if cut is not None:     # a probe proves at most its cutoff, as the planner reads it
+        proven, bound = probe_reading(res, cut)
+        if proven:
+            inc = "none below the cutoff (proven)" if r.objective is None else \
+                f"none below the cutoff (proven; {inc} found)"
     print("| model | budget | solver | settings | nodes | certified bound | solver's incumbent | wall |")
     print("|---" * 8 + "|")
     settings = "; ".join(a.scip_param + ([f"{a.start}'s plan as the first solution"] if start else [])

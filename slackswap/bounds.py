@@ -560,18 +560,14 @@ def probe_bound(problem, agg, low_s: float, high_s: float, time_limit_s: float, 
         probes += 1
         if res.x is not None or res.solutions:
             found.append(res)
-        below = res.x is not None and res.fun is not None and float(res.fun) < cut
-        if res.status == 2 or (res.status == 0 and not below):
-            # none below the cutoff. HiGHS may report a solution above it, found on the way, as
-            # "optimal" with that objective as its dual bound (tiny 2 layers at 0.5, a cutoff
-            # 0.1% below the optimum: 0.4033 for an optimum of 0.3883): only the cutoff holds
+        proven, val = probe_reading(res, cut)
+        if proven:
             proofs += 1
             lo = max(lo, step(cut))
             continue
-        val = _dual(res, 1e-6)
-        if val is not None and math.isfinite(val):     # a search under the cutoff proves no more
-            lo = max(lo, step(min(float(val), cut)))
-        if below:
+        if val is not None:
+            lo = max(lo, step(val))
+        if res.x is not None and res.fun is not None and float(res.fun) < cut:     # a solution below it
             hi = min(hi, problem.ideal_step_s + float(res.fun) * agg.t0)
         if res.status == 0:         # its optimum is below the cutoff: nothing above it holds
             break
@@ -579,6 +575,23 @@ def probe_bound(problem, agg, low_s: float, high_s: float, time_limit_s: float, 
         if stop_at_failure:
             break
     return lo, found, proofs, probes
+
+
+def probe_reading(res, cut: float) -> tuple[bool, float | None]:
+    """What a probe proves (``probe_bound``; ``benchmarks/bench_milp.py log --probe``): from the
+    result ``res`` of the aggregated MILP solved under the cutoff ``cut`` (``status``, ``x``,
+    ``fun``, ``mip_dual_bound`` as ``_solve_pooled`` gives them), ``(proven, val)``: whether no
+    solution lies below ``cut``, and the certified bound in the model's units (``cut`` when
+    proven; else the dual bound up to ``cut``, None without one). HiGHS may end "optimal" at a
+    solution at or above the cutoff, found on the way, with that objective as its dual bound
+    (tiny 2 layers at 0.5, a cutoff 0.1% below the optimum: 0.4033 for an optimum of 0.3883):
+    that is the proof of the cutoff, no more, since a search that prunes at ``cut`` proves
+    nothing above it."""
+    below = res.x is not None and res.fun is not None and float(res.fun) < cut
+    if res.status == 2 or (res.status == 0 and not below):
+        return True, float(cut)
+    val = _dual(res, 1e-6)
+    return False, (min(float(val), float(cut)) if val is not None and math.isfinite(val) else None)
 
 
 def _knapsack(need: float, freed, cost, bw: float, backward: bool) -> float:
