@@ -224,8 +224,11 @@ def test_sweep_interrupted_then_rerun_has_every_row_once(tmp_path, workers):
     budgets = [round(0.55 + 0.05 * i, 2) for i in range(9)]
     cfg.write_text(f'models = ["tiny"]\nbudgets = {budgets}\nplanners = ["slack", "chen-sqrt"]\n')
     cache = tmp_path / "cache"
+    # the child gets SIGINT's default disposition (Python then installs its own handler): a child
+    # of a background job would otherwise start with SIGINT ignored and never see the signal
     p = subprocess.Popen(_sweep_cmd(cfg, cache, workers), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=ENV, cwd=ROOT)
+                         text=True, env=ENV, cwd=ROOT,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     t0 = time.monotonic()
     while not (cache.exists() and any(cache.glob("*.json"))):   # at least one run is finished
         if p.poll() is not None or time.monotonic() - t0 > 120:

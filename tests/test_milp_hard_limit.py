@@ -92,10 +92,13 @@ def test_error_in_the_child_comes_back_as_an_error_result():
 
 
 def test_keyboard_interrupt_stops_the_child():
-    """The layers=1 model keeps HiGHS busy until its limit; Ctrl-C in the parent ends the child."""
+    """The layers=1 model keeps HiGHS busy until its limit; Ctrl-C in the parent ends the child.
+    The test installs the handler it tests (Python's own): a background job starts with SIGINT
+    ignored, and so would this process."""
     p = Problem.build("tiny", "a100-80gb", 0.5, layers=1)
     model = planners.get("milp").build(p).model
     timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     t = time.perf_counter()
     timer.start()
     try:
@@ -103,6 +106,7 @@ def test_keyboard_interrupt_stops_the_child():
             solve_highs(model, time_limit_s=60, threads=1)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     # ignored, the interrupt would surface only at the 60 s limit; half of it is a margin that
     # no loaded machine needs (measured about 2 s on the 2-core machine)
     assert time.perf_counter() - t < 30

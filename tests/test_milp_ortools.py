@@ -48,9 +48,11 @@ def test_missing_ortools_names_the_extra(monkeypatch):
 
 def test_ctrl_c_after_a_cpsat_solve_still_raises_keyboard_interrupt():
     """CP-SAT's own SIGINT handler outlived the solve and ended the process (exit 130) on the next
-    Ctrl-C; checked in a child process, which it would end."""
+    Ctrl-C; checked in a child process, which it would end. The child installs Python's own
+    handler first: a child of a background job starts with SIGINT ignored."""
     pytest.importorskip("ortools")
     code = ("import os, signal, time\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "from test_milp import CASES, _case\n"
             "from slackswap import planners\n"
             "planners.get('milp', solver='cpsat').plan(_case(*CASES[2][1:]))\n"
