@@ -4,7 +4,7 @@ import dataclasses
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_milp import CASES, _case
 
@@ -23,6 +23,9 @@ from slackswap.synthetic import chain, mixed_dag, random_dag, residual_block
 
 @st.composite
 def small_problems(draw):
+    """A small graph with varied costs and a budget below its keep-all peak (bytes, from the
+    smallest feasible budget up), where the bounds have something to prove (about a third of
+    the graphs have no such budget: they are not drawn)."""
     kind = draw(st.sampled_from(["chain", "dag", "res", "mixed", "mixed"]))
     if kind == "chain":
         n = draw(st.integers(2, 6))
@@ -42,12 +45,12 @@ def small_problems(draw):
     costs = dataclasses.replace(base, fwd_s=fwd, d2h_s=tuple(x * scale + lat for x in base.d2h_s),
                                 h2d_s=tuple(x * scale + lat for x in base.h2d_s))
     p = Problem(g, costs)
-    frac = draw(st.floats(0.0, 1.0))
     lo, hi = p.min_feasible_bytes, p.keep_all_peak
-    return p.with_budget(max(lo, math.floor(lo + frac * (hi - lo))))
+    assume(lo < hi)     # else the only budget that fits keeps all: every bound is the ideal step
+    return p.with_budget(draw(st.integers(lo, hi - 1)))     # bytes: from the floor to below the peak
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=165, deadline=None)
 @given(small_problems())
 def test_capacity_bound_never_exceeds_the_brute_force_optimum(p):
     best = planners.get("brute").plan(p)
@@ -65,7 +68,7 @@ def test_capacity_bound_never_exceeds_the_brute_force_optimum(p):
         assert p.ideal_step_s + aggregate_bound(p, releases=True, tight=True)[0] <= r.step_time_s * (1 + 1e-9)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(small_problems())
 def test_the_scip_bound_never_exceeds_the_brute_force_optimum(p):
     """The aggregated MILP on SCIP (``solver="scip"``): its dual bound, or its optimum less the
@@ -79,7 +82,7 @@ def test_the_scip_bound_never_exceeds_the_brute_force_optimum(p):
             assert p.ideal_step_s + agg <= step * (1 + 1e-9), rel
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=66, deadline=None)
 @given(small_problems())
 def test_cutoff_probes_never_exceed_the_brute_force_optimum(p):
     """``probe_bound`` bisects from the ideal step to 5% above the brute-force optimum, so its
@@ -453,7 +456,7 @@ def test_aggregate_bound_is_ideal_when_keep_all_fits():
     assert aggregate_bound(p)[0] == 0.0 and capacity_bound(p) == p.ideal_step_s
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(small_problems(), st.data())
 def test_bounds_hold_for_plans_with_any_d2h_order_and_hold_points(p, data):
     """The bounds of slackswap.bounds (the README's gaps) hold for every plan, whatever its
@@ -486,7 +489,7 @@ def test_bounds_hold_for_plans_with_any_d2h_order_and_hold_points(p, data):
     assert lb <= step, how
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=200, deadline=None, derandomize=True)
 @given(small_problems(), st.data())
 def test_the_relaxation_at_a_plans_own_decisions_is_never_above_its_time(p, data):
     """Stronger than a bound below the optimum: with its decisions fixed to any plan's (random

@@ -161,12 +161,19 @@ def test_cli_calibrate_writes_a_hardware_file(capsys, tmp_path, targets):
 
 
 def test_sensitivity_grid_and_figure(tmp_path):
+    """Every point's plan fits and is at most the certified ceiling; a lower compute scale slows
+    the ideal step; at gpt2's 0.7 budget, where the plans swap, a slower link lowers both the
+    ratio and the ceiling at each compute scale."""
     from slackswap.report_calib import sensitivity_figure
 
-    df = sensitivity_grid("tiny", budget=0.7, compute_scales=(0.5, 1.0), bandwidths=(12.5e9, 25e9))
+    df = sensitivity_grid("gpt2", budget=0.7, compute_scales=(0.5, 1.0), bandwidths=(2e9, 25e9))
     assert len(df) == 4 and set(df["compute_scale"]) == {0.5, 1.0}
+    assert (df["ratio"] > 0).all()                # 0 is a plan that does not fit
     assert (df["ratio"] <= df["bound_ratio"] * (1 + 1e-9)).all() and not df["ratio"].isna().any()
     slow, fast = (df.loc[df["compute_scale"] == s, "ideal_step_s"] for s in (0.5, 1.0))
-    assert slow.min() >= fast.max()
+    assert slow.min() > fast.max()
+    for _, d in df.groupby("compute_scale"):
+        narrow, wide = (d[d["bandwidth"] == b].iloc[0] for b in (2e9, 25e9))
+        assert narrow["ratio"] < wide["ratio"] and narrow["bound_ratio"] < wide["bound_ratio"]
     sensitivity_figure(df, path=tmp_path / "s.png")
     assert (tmp_path / "s.png").stat().st_size > 0

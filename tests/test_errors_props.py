@@ -6,6 +6,7 @@ random ones, at the top and one level down) and random documents of any shape. D
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import pytest
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slackswap import models, planners, profile
-from slackswap.errors import SlackSwapError
+from slackswap.errors import ParameterError, SlackSwapError
 from slackswap.hardware import hardware_from_dict, link_from_file_dict
 from slackswap.models import TransformerSpec, from_hf_config
 from slackswap.models.zoo import models_dir, spec_from_dict
@@ -90,11 +91,11 @@ def test_only_slackswap_errors_escape_a_file_schema(name):
 PARAMS = {"milp": ["solver", "time_limit_s", "mip_rel_gap", "threads", "seed", "warm_start", "write_lp",
                    "allow_swap", "allow_recompute", "max_tree_nodes", "max_exact_tensors",
                    "aggregate_nodes", "aggregate_time_s", "presolve", "improve_sims", "cutoff",
-                   "aggregate_rows", "hold_points"],
+                   "aggregate_rows", "hold_points", "aggregate_solver"],
           "slack": ["order", "mode", "prefetch", "min_swap_bytes", "keep_tail", "regen_masks", "pack",
-                    "local_search", "max_sims"],
+                    "local_search", "max_sims", "margin"],
           "brute": ["max_tensors", "allow_swap", "allow_recompute"], "swap-all": ["min_swap_bytes"],
-          "capuchin": ["min_swap_bytes"], "dp-checkpoint": ["max_rounds"], "keep-all": ["x"]}
+          "capuchin": ["min_swap_bytes"], "dp-checkpoint": ["max_rounds", "multilevel"], "keep-all": ["x"]}
 
 
 @SETTINGS
@@ -106,6 +107,35 @@ def test_only_slackswap_errors_escape_planner_parameters(case):
         planners.get(name, **params)
     except SlackSwapError:
         pass
+
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+#: the newest parameters: (planner, parameter) -> whether a value is valid
+NEWEST = {("milp", "aggregate_solver"): lambda v: isinstance(v, str) and v in ("highs", "scip", "highs+scip", "auto"),
+          ("slack", "margin"): lambda v: _number(v) and 0 <= v <= 10,
+          ("dp-checkpoint", "multilevel"): lambda v: isinstance(v, bool)}
+BAD = st.sampled_from([math.nan, -math.nan, math.inf, -math.inf, -1, -0.5, -1e-9, 11, 10.5, "nope", "", "1", "true",
+                       "HIGHS", "highs ", None, [], [1], {"a": 1}, True, False, 0, 1, 0.5])
+
+
+@SETTINGS
+@given(st.sampled_from(sorted(NEWEST)), BAD | values)
+def test_the_newest_planner_parameters_are_refused_by_name(key, value):
+    """``milp.aggregate_solver``, ``slack.margin`` and ``dp-checkpoint.multilevel`` under NaN,
+    infinities, negative and out-of-range numbers, wrong types and unknown strings: a valid value
+    is taken as given, any other raises the package's one-line error naming the planner and the
+    field."""
+    name, field = key
+    if NEWEST[key](value):
+        assert planners.get(name, **{field: value}).params[field] == value
+        return
+    with pytest.raises(ParameterError) as e:
+        planners.get(name, **{field: value})
+    text = str(e.value)
+    assert "\n" not in text and text.startswith(f"{name}: {field}: "), text
 
 
 @SETTINGS

@@ -214,15 +214,106 @@ def test_tiny_time_limit_returns_the_warm_start():
     assert mp.info.gap == pytest.approx((r.step_time_s - mp.info.lower_bound) / r.step_time_s)
 
 
-def test_lp_and_mps_dump(tmp_path):
+def _pulp_rows(model):
+    """The rows ``Model.to_lp`` / ``to_mps`` write for ``model`` (names sanitised as its docstring
+    says; a range row as two): name -> (sense, {column name: coefficient}, right-hand side)."""
+    from slackswap.mip.backends import _pulp_name
+
+    out = {}
+    for r, (nm, row, lo, hi) in enumerate(zip(model.row_names, model.rows, model.lo, model.hi, strict=True)):
+        terms = {_pulp_name(model.names[v], v): c for v, c in row.items()}
+        base = _pulp_name(nm, r)
+        if lo == hi:
+            out[base] = ("=", terms, lo)
+            continue
+        if lo > -math.inf:
+            out[base + "_lo"] = (">=", terms, lo)
+        if hi < math.inf:
+            out[base + "_hi"] = ("<=", terms, hi)
+    return out
+
+
+def _read_lp(text):
+    """A CPLEX LP file as pulp writes it: (objective terms, rows as ``_pulp_rows``, binaries)."""
+    sections, cur = {}, None
+    for line in text.splitlines():
+        if line in ("Minimize", "Subject To", "Bounds", "Binaries", "Generals", "End"):
+            cur = sections.setdefault(line, [])
+        elif cur is not None:
+            cur.append(line)
+
+    def terms(tokens):
+        out, sign, coef = {}, 1.0, 1.0
+        for tok in tokens:
+            if tok in "+-":
+                sign = -1.0 if tok == "-" else 1.0
+            elif tok[0].isdigit() or tok[0] == ".":
+                coef = float(tok)
+            else:
+                out[tok] = out.get(tok, 0.0) + sign * coef
+                sign, coef = 1.0, 1.0
+        return out
+
+    joined = []
+    for line in sections["Subject To"]:
+        if line.startswith(" "):    # a long row goes on over several lines
+            joined[-1] += line
+        elif line:
+            joined.append(line)
+    rows = {}
+    for line in joined:
+        name, expr = line.split(":", 1)
+        *lhs, sense, rhs = expr.split()
+        rows[name] = (sense, terms(lhs), float(rhs))
+    (obj,) = sections["Minimize"]
+    return terms(obj.split(":", 1)[1].split()), rows, {b.strip() for b in sections.get("Binaries", []) if b.strip()}
+
+
+def _same_rows(got, want):
+    assert got.keys() == want.keys()
+    for name, (sense, terms, rhs) in want.items():
+        g_sense, g_terms, g_rhs = got[name]
+        assert g_sense == sense and g_terms.keys() == terms.keys(), name
+        assert [g_terms[k] for k in terms] == pytest.approx(list(terms.values()), rel=1e-11), name
+        assert g_rhs == pytest.approx(rhs, rel=1e-11, abs=1e-11), name
+
+
+def test_lp_and_mps_dump(tmp_path, monkeypatch):
+    """The planner's LP file and ``to_mps``, read back: the model's objective, every row (name,
+    sense, coefficients, right-hand side) and its binaries, with the formulation's names."""
+    import pulp
+
+    from slackswap.mip.backends import _pulp_name
+    from slackswap.mip.model import Model
+
     p = _problem(residual_block((2, 1, 3, 2)), 7)
+    written, to_lp = [], Model.to_lp
+    monkeypatch.setattr(Model, "to_lp", lambda self, path: written.append(self) or to_lp(self, path))
     planners.get("milp", write_lp=tmp_path / "m.lp").plan(p)
-    text = (tmp_path / "m.lp").read_text()
-    for name in ("keep[1]", "swap[1]", "rec[1]", "one_decision", "d2h_fifo", "mem"):
-        assert name.split("[")[0] in text, name
+    (model,) = written
+    want = _pulp_rows(model)
+    col = {i: _pulp_name(n, i) for i, n in enumerate(model.names)}
+    obj, rows, binaries = _read_lp((tmp_path / "m.lp").read_text())
+    assert obj == {col[v]: c for v, c in model.obj.items()}
+    _same_rows(rows, want)
+    assert binaries == {col[i] for i, b in enumerate(model.integer) if b} and len(binaries) == model.size()["binaries"]
+    for name in ("keep[1]", "swap[1]", "rec[1]"):
+        assert col[model.index[name]] in binaries, name
+    for name in ("one_decision", "d2h_fifo", "mem"):
+        assert any(r.startswith(name) for r in rows), name
+
     built = planners.get("milp").build(p)
     built.model.to_mps(tmp_path / "m.mps")
-    assert "ROWS" in (tmp_path / "m.mps").read_text()
+    cols, back = pulp.LpProblem.fromMPS(str(tmp_path / "m.mps"))
+    m = built.model
+    col = {i: _pulp_name(n, i) for i, n in enumerate(m.names)}
+    assert set(cols) == set(col.values()) and len(cols) == m.size()["vars"]
+    assert {v: cols[v].cat == pulp.LpInteger for v in cols} == {col[i]: m.integer[i] for i in col}
+    assert {v.name: c for v, c in back.objective.items()} == {col[v]: c for v, c in m.obj.items()}
+    sense = {pulp.LpConstraintEQ: "=", pulp.LpConstraintGE: ">=", pulp.LpConstraintLE: "<="}
+    cons = back.constraints() if callable(back.constraints) else back.constraints.values()   # PuLP 4 / 2-3
+    _same_rows({c.name: (sense[c.sense], {v.name: a for v, a in c.items()}, -c.constant) for c in cons},
+               _pulp_rows(m))
 
 
 def test_lower_bound_is_below_every_plan_and_gap(solved):

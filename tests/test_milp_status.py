@@ -195,8 +195,10 @@ def test_scip_runs_beside_the_planner_under_a_time_limit_on_the_full_size_path(m
 def test_the_default_under_a_time_limit_runs_scip_beside_and_returns_in_time(monkeypatch):
     """The same with the real SCIP (OR-Tools): GPT-2 8 layers at 0.8 (above 80 planning tensors)
     under an 8 s limit (``BACKGROUND_SCIP_MIN_S`` lowered to it) returns within the limit and a
-    margin, with a bound that holds."""
+    margin, with a bound that holds; the message records SCIP's nodes and bound, which holds too
+    and is the planner's where it is kept."""
     pytest.importorskip("ortools")
+    import re
     import time
 
     from slackswap.planners.milp import planner as milp
@@ -210,6 +212,17 @@ def test_the_default_under_a_time_limit_runs_scip_beside_and_returns_in_time(mon
     assert wall < 8 + 3, (wall, r.info.message)
     assert r.info.status in (Status.FEASIBLE, Status.OPTIMAL), r.info.message
     assert r.info.lower_bound <= simulate(p, r, detail=False).step_time_s == r.info.objective
+    ran = re.search(r"SCIP beside the rest: (\d+) nodes, bound ([0-9.e+-]+) ms(, not above the rest's: not kept)?",
+                    r.info.message)
+    assert ran, r.info.message
+    scip_bound = float(ran[2]) / 1e3
+    assert p.ideal_step_s <= scip_bound <= r.info.objective * (1 + 1e-5), r.info.message
+    kept = f"dual bound of SCIP on the aggregated MILP beside the rest, after {ran[1]} nodes" in r.info.message
+    assert kept is (ran[3] is None), r.info.message
+    if kept:
+        assert r.info.lower_bound == pytest.approx(scip_bound, rel=1e-5)
+    else:
+        assert r.info.lower_bound >= scip_bound * (1 - 1e-5)
 
 
 def test_the_aggregated_milp_can_run_on_scip():

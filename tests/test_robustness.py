@@ -148,13 +148,20 @@ def test_slack_margin_is_judged_on_nominal_costs_and_hides_copy_noise(bert):
 
 
 def test_robustness_over_a_sweep_file(tmp_path):
+    """The sweep file's variants each get their rows; its margin reaches the planner: under 10%
+    copy noise the margin-0 slack plan stalls and the margin-0.2 plan does not."""
     f = tmp_path / "m.toml"
     f.write_text('name = "m"\nmodels = ["tiny"]\nbudgets = [0.7]\nplanners = []\n'
-                 '[[variants]]\nlabel = "m0"\nplanner = "slack"\n'
-                 '[[variants]]\nlabel = "m2"\nplanner = "slack"\nparams = { margin = 0.2 }\n')
-    df = robustness_sweep(f, noise=[0.0, 0.1], samples=3)
+                 'overrides = { batch = 64 }\n'       # copies of 0.5 MiB tensors (as the fixture)
+                 '[[variants]]\nlabel = "m0"\nplanner = "slack"\nparams = { min_swap_bytes = 0 }\n'
+                 '[[variants]]\nlabel = "m2"\nplanner = "slack"\n'
+                 'params = { min_swap_bytes = 0, margin = 0.2 }\n')
+    df = robustness_sweep(f, noise=[0.0, 0.1], samples=3, engines=COPIES[:2])
     assert df[["model", "hardware", "link", "budget"]].iloc[0].tolist() == ["tiny", "a100-80gb", "pcie4-x16", 0.7]
     assert df["planner"].tolist() == ["m0", "m0", "m2", "m2"]
+    noisy = df[df["noise"] == 0.1].set_index("planner")
+    assert noisy.loc["m0", "mean_stall_s"] > 0 and noisy.loc["m0", "mean_slowdown"] > 1
+    assert noisy.loc["m2", "mean_stall_s"] == 0 and noisy.loc["m2", "max_slowdown"] == 1
 
 
 def test_cli_robustness(capsys, tmp_path):
@@ -169,8 +176,12 @@ def test_cli_robustness(capsys, tmp_path):
 
 
 def test_any_planner_can_plan_with_a_margin(fixture):
+    """The MILP (no margin of its own) plans against copies 3x slower: its plan hides every copy
+    there (the nominal optimum swaps a tensor whose copies then stall), judged on the nominal."""
     p, _ = fixture
-    plan = plan_with_margin("milp", p, 0.2, time_limit_s=20)
+    plan = plan_with_margin("milp", p, 2.0, time_limit_s=20)
     r = simulate(p, plan, detail=False)
-    assert plan.planner == "milp" and plan.params["margin"] == 0.2
+    assert plan.planner == "milp" and plan.params["margin"] == 2.0
     assert r.fits and plan.info.objective == r.step_time_s   # judged on the nominal problem
+    slow = simulate(with_transfer_margin(p, 2.0), plan, detail=False)
+    assert slow.fits and slow.stall_s == 0 and slow.step_time_s == r.step_time_s

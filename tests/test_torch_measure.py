@@ -21,12 +21,32 @@ def tiny():
 
 
 def test_rows_compare_each_plan_with_the_simulator(tiny):
+    """Each row's simulated step is the simulator's own for that plan and problem (a plan
+    when over its budget judged without a limit), its peak the hooks' count; the planned rows fit."""
+    from slackswap import planners
+    from slackswap.timeline import simulate
+
     m, _, _ = tiny
     assert [r.plan for r in m.rows] == ["keep-all", "recompute-all", "slack@0.5", "slack@0.4"]
     assert m.device == "cpu" and "hooks" in m.peak_kind
     for r in m.rows:
         assert r.peak == r.sim_peak > 0           # CPU: the hooks' count equals the schedule's
         assert r.step_s > 0 and r.sim_step_s > 0 and len(r.step_all_s) == 1
+    pb = m.problem
+    ids = pb.planning_ids
+    want = {"keep-all": (Plan({t: Decision.KEEP for t in ids}), pb),
+            "recompute-all": (Plan({t: Decision.RECOMPUTE for t in ids}), pb)}
+    for b in (0.5, 0.4):
+        want[f"slack@{b}"] = (planners.get("slack").plan(pb.with_budget(b)), pb.with_budget(b))
+    for r in m.rows:
+        plan, judge = want[r.plan]
+        assert r.counts == plan.counts() and r.budget_bytes == judge.budget_bytes, r.plan
+        sim = simulate(judge, plan, detail=False)
+        assert r.fits_sim == sim.feasible, r.plan
+        if not sim.feasible:                      # over its budget: judged without a limit
+            sim = simulate(judge.with_budget(None), plan, detail=False)
+        assert r.sim_step_s == sim.step_time_s, r.plan
+    assert m.rows[1].sim_step_s > m.rows[0].sim_step_s   # recompute-all repeats forward ops
     keep, rec = m.rows[0], m.rows[1]
     assert rec.recomputed_ops > 0 and keep.recomputed_ops == 0
     assert not keep.fits and "NO" in m.table()["fits"][0]   # keep-all is over 50%
@@ -45,7 +65,21 @@ def test_a_plan_over_the_budget_runs_and_is_flagged(tiny):
     assert row.plan == "mine" and not row.fits and row.peak == row.sim_peak
 
 
-def test_cli_measure_writes_table_figure_and_profile(capsys, tmp_path):
+def test_cli_measure_writes_table_figure_and_profile(capsys, tmp_path, monkeypatch):
+    """The table, the profile and the figure: a PNG of the figure's size with more than a
+    background, whose two panels draw the table's simulated and measured step and peak per plan."""
+    import matplotlib.image
+    import pandas as pd
+
+    from slackswap import report_measure
+
+    figs, draw = [], report_measure.measurement_figure
+
+    def kept(m, path=None):                            # the figure the CLI drew, for its artists
+        figs.append(draw(m, path))
+        return figs[-1]
+
+    monkeypatch.setattr(report_measure, "measurement_figure", kept)
     out = {k: tmp_path / n for k, n in (("fig", "f.png"), ("csv", "t.csv"), ("prof", "p.json"))}
     rc = main(["measure", "gpt2-tiny", "--repeats", "1", "--budget", "0.5", "--figure", str(out["fig"]),
                "--csv", str(out["csv"]), "--profile-out", str(out["prof"])])
@@ -53,7 +87,21 @@ def test_cli_measure_writes_table_figure_and_profile(capsys, tmp_path):
     assert rc == 0
     assert "step ratio" in text and "saved activations, hooks" in text
     assert "keep-all: exceeds the budget" in text
-    assert out["fig"].stat().st_size > 0 and out["csv"].read_text().startswith("plan,")
+    assert out["csv"].read_text().startswith("plan,")
+    df = pd.read_csv(out["csv"])
+    assert list(df["plan"]) == ["keep-all", "recompute-all", "slack"]
+    (fig,) = figs
+    png = matplotlib.image.imread(out["fig"])
+    w, h = fig.get_size_inches() * 120                 # report._save's dpi
+    assert png.shape[:2] == (round(h), round(w))
+    assert len({tuple(px) for px in png.reshape(-1, png.shape[-1])}) > 10   # not a blank page
+    panels = fig.get_axes()
+    assert len(panels) == 2
+    for ax, (sim, got) in zip(panels, (("sim step ms", "step ms"), ("sim peak MiB", "peak MiB")), strict=True):
+        assert [t.get_text() for t in ax.get_xticklabels()] == list(df["plan"])
+        bars = {c.get_label(): [b.get_height() for b in c] for c in ax.containers}
+        assert bars["simulated"] == pytest.approx(list(df[sim]), rel=1e-9)
+        assert bars["measured"] == pytest.approx(list(df[got]), rel=1e-9)
     g, costs = profile.load(out["prof"])          # docs/profile.md's whole-graph format
     assert len(g.ops) == len(costs.fwd_s) > 10
     assert json.loads(out["prof"].read_text())["device"] == "cpu"

@@ -161,12 +161,18 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
         if agg_bg is not None and res_bg is not None:
             size = size or agg_bg.model.size()
             proven = proven or bool(agg_bg.model.infeasible) or getattr(res_bg, "status", None) == 2
-            if problem.ideal_step_s + extra > bound:
+            nodes = getattr(res_bg, "mip_node_count", 0)
+            kept = problem.ideal_step_s + extra > bound
+            msg.append(f"SCIP beside the rest: {nodes} nodes, bound {(problem.ideal_step_s + extra) * 1e3:.6g} ms"
+                       + ("" if kept else ", not above the rest's: not kept"))
+            if kept:
                 bound, how = problem.ideal_step_s + extra, (
-                    f"dual bound of SCIP on the aggregated MILP beside the rest, after "
-                    f"{getattr(res_bg, 'mip_node_count', 0)} nodes"
+                    f"dual bound of SCIP on the aggregated MILP beside the rest, after {nodes} nodes"
                     + (", stopped at the time limit: depends on machine speed" if wait else ""))
             consider("SCIP's solution of the aggregated MILP", _aggregate_plan(self, problem, agg_bg, res_bg))
+        else:
+            msg.append("SCIP beside the rest: no result (no time left, a trivial model, or not stopped "
+                       "within its grace)")
     if best is None and self.allow_recompute:   # every plan maps into the relaxation: its bound holds
         from ..dp import multilevel_plan
 
