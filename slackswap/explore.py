@@ -277,9 +277,11 @@ class _Drawing:
         self.legend = report._legend_below(fig, handles, labels, ncols=4)
         self.title = fig.suptitle("\n", fontsize=10)  # two lines: the setting, then the step
         # Laid out once (constrained layout), then fixed: a change redraws no layout. The layout is
-        # made for the widest memory tick labels the figure shows (four digits: a byte unit keeps
-        # the values below 1024), so no later label is clipped.
+        # made for the widest tick labels the figure shows, four digits (a byte or time unit keeps
+        # the values below 1024) with one at the right end of the time axis, so no later label
+        # is clipped.
         self.mem.set_ylim(0, 1000)
+        self.mem.set_xlim(0, 1000)
         self.mem.set_ylabel("activations (GiB)")
         self.mem.set_xlabel("time (ms)")
         fig.draw_without_rendering()
