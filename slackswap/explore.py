@@ -31,6 +31,7 @@ benchmarks/bench_explore.py measures each change (benchmarks/README.md).
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections import OrderedDict
 
@@ -100,6 +101,7 @@ class Explorer:
             self.planners = tuple(planners)
         self.builds = 0  # problems built: one per (model, hardware) pair seen
         self.plans = 0  # planner calls: one per setting not seen before
+        self.times: dict[str, float] = {}  # seconds of the last update: build, plan, simulate, draw
         self._problems: dict[tuple[str, str], object] = {}
         self._kept: OrderedDict[tuple, tuple] = OrderedDict()
         self._planner_objs: dict[str, object] = {}
@@ -138,10 +140,15 @@ class Explorer:
         _one_of("Explorer.update(hardware)", hardware, self.hardwares)
         budget = check_budget(self.budget if budget is None else budget)
         _one_of("Explorer.update(planner)", planner, self.planners)
+        self.times = dict.fromkeys(("build", "plan", "simulate", "draw"), 0.0)
+        t = time.perf_counter()
         base = self._problem(model, hardware)
+        self.times["build"] = time.perf_counter() - t
         self.model, self.hardware, self.budget, self.planner = model, hardware, budget, planner
         self._solve(base)
+        t = time.perf_counter()
         self._drawing.draw(self)
+        self.times["draw"] = time.perf_counter() - t
         return self
 
     def _solve(self, base) -> None:
@@ -167,9 +174,12 @@ class Explorer:
             return
         if self.planner not in self._planner_objs:
             self._planner_objs[self.planner] = planners.get(self.planner)
+        t = time.perf_counter()
         plan = self._planner_objs[self.planner].plan(problem)
         self.plans += 1
+        t1 = time.perf_counter()
         result = simulate(problem, plan, detail=True)
+        self.times["plan"], self.times["simulate"] = t1 - t, time.perf_counter() - t1
         self.problem, self.plan, self.result = problem, plan, result
         self._kept[key] = (problem, plan, result)
         while len(self._kept) > _KEPT_PLANS:
