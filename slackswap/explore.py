@@ -82,7 +82,9 @@ class Explorer:
     (``simulate(problem, plan, detail=True)``); all three None when the budget is below the
     problem's smallest feasible budget, which ``message`` then says (empty otherwise).
     ``warnings`` holds the problem's memory warnings (``Problem.memory_warnings``), shown by
-    ``show`` instead of being raised again on each change.
+    ``show`` instead of being raised again on each change. ``builds`` and ``plans`` count the
+    problems built and the planner calls; ``times`` holds the seconds of the last update's stages
+    (build, plan, simulate, draw).
     """
 
     def __init__(self, model: str = "gpt2-xl", hardware: str = "a100-80gb", budget: float = 0.5,
