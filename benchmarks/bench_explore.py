@@ -15,7 +15,9 @@ Changes, from the model at the planner and a budget of 0.5 - 0.01 i on repetitio
   model    from the other model (at a budget not planned for this one) to this one (both problems
            built already: a model change after the first builds nothing)
   kept     the planner back to the previous one (a kept setting)
-The first view of each model (build + plan + simulate + redraw) is timed once.
+The first view of each model (build + plan + simulate + redraw) is timed once. The last row per
+model times the alternative to a redraw: new report.timeline_figure + report.memory_figure for
+the same result, rendered as the notebook's inline backend does (bbox_inches="tight").
 """
 
 from __future__ import annotations
@@ -35,10 +37,10 @@ STAGES = ("build", "plan", "simulate", "draw")
 def timed(ex: Explorer, **change) -> dict[str, float]:
     c, t = time.process_time(), time.perf_counter()
     ex.update(**change)
-    t1 = time.perf_counter()
+    c1, t1 = time.process_time(), time.perf_counter()
     ex.png()
-    t2 = time.perf_counter()
-    out = dict(ex.times, update=t1 - t, render=t2 - t1, total=t2 - t, cpu=time.process_time() - c)
+    c2, t2 = time.process_time(), time.perf_counter()
+    out = dict(ex.times, update=t1 - t, render=t2 - t1, total=t2 - t, update_cpu=c1 - c, render_cpu=c2 - c1)
     out["own"] = out["update"] - out["plan"] - out["simulate"]
     return out
 
@@ -46,7 +48,23 @@ def timed(ex: Explorer, **change) -> dict[str, float]:
 def row(name: str, runs: list[dict[str, float]]) -> str:
     med = {k: statistics.median(r[k] for r in runs) * 1e3 for k in runs[0]}
     return (f"| {name} | {med['build']:.1f} | {med['plan']:.1f} | {med['simulate']:.1f} | {med['draw']:.1f} | "
-            f"{med['own']:.1f} | {med['update']:.1f} | {med['render']:.1f} | {med['total']:.1f} | {med['cpu']:.1f} |")
+            f"{med['own']:.1f} | {med['update']:.1f} | {med['render']:.1f} | {med['total']:.1f} | "
+            f"{med['update_cpu']:.1f} | {med['render_cpu']:.1f} |")
+
+
+def new_figures(ex: Explorer) -> tuple[float, float]:
+    """Wall and CPU seconds of the alternative: new figures for the explorer's current result
+    (``report.timeline_figure`` + ``report.memory_figure``), each rendered as the notebook's inline
+    backend renders a figure (PNG, ``bbox_inches="tight"``)."""
+    import io
+
+    from slackswap import report
+
+    c, t = time.process_time(), time.perf_counter()
+    for fig in (report.timeline_figure(ex.result, ex.problem, planner=ex.planner),
+                report.memory_figure(ex.result, ex.problem, planner=ex.planner)):
+        fig.savefig(io.BytesIO(), format="png", bbox_inches="tight")
+    return time.perf_counter() - t, time.process_time() - c
 
 
 def main() -> None:
@@ -59,8 +77,8 @@ def main() -> None:
     warnings.simplefilter("ignore", CapacityWarning)
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; medians of {args.repeat}")
     print("| model, change | build ms | plan ms | simulate ms | redraw ms | explorer's own ms | update ms | "
-          "render PNG ms | total ms | total CPU ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "render PNG ms | total ms | update CPU ms | render CPU ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for model in args.models:
         other = next(m for m in args.models + ["gpt2-xl", "llama-7b"] if m != model)
         t = time.perf_counter()
@@ -80,7 +98,11 @@ def main() -> None:
         for change, r in runs.items():
             print(row(f"{model}, {change}", r))
         print(f"| {model}, first view (Explorer(...): build, plan, simulate, lay out, redraw) | | | | | | "
-              f"{first * 1e3:.1f} | | | |")
+              f"{first * 1e3:.1f} | | | | |")
+        alt = [new_figures(ex) for _ in range(args.repeat)]
+        wall, cpu = (statistics.median(a[i] for a in alt) * 1e3 for i in (0, 1))
+        print(f"| {model}, instead of a redraw: new timeline_figure + memory_figure, rendered as inline | | | | | | "
+              f"| {wall:.1f} | | | {cpu:.1f} |")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
