@@ -23,9 +23,10 @@ that updates and displays the figure::
 
 What a change costs: one ``Problem`` is built per (model, hardware) pair and kept, so a budget
 or planner change only re-plans and simulates (``builds`` counts the problems built); plans are
-kept per setting too (``plans`` counts the planner calls), so going back to a setting seen
-before only redraws. The redraw changes the data of artists made once (one collection of bars
-per event kind, one memory line, one budget line): no figure, axes or legend is made again.
+kept per setting too for deterministic planners (``plans`` counts the planner calls), so going
+back to a setting seen before only redraws. The redraw changes the data of artists made once (one
+collection of bars per event kind, one memory line, one budget line) in a layout computed once:
+no figure, axes or legend is made again. ``png()`` renders it once for the notebook.
 benchmarks/bench_explore.py measures each change (benchmarks/README.md).
 """
 
@@ -183,7 +184,8 @@ class Explorer:
         result = simulate(problem, plan, detail=True)
         self.times["plan"], self.times["simulate"] = t1 - t, time.perf_counter() - t1
         self.problem, self.plan, self.result = problem, plan, result
-        self._kept[key] = (problem, plan, result)
+        if self._planner_objs[self.planner].tags.deterministic:  # the same plan each time: keep it
+            self._kept[key] = (problem, plan, result)
         while len(self._kept) > _KEPT_PLANS:
             self._kept.popitem(last=False)
 
