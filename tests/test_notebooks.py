@@ -20,7 +20,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 # the objects each notebook shows: a variable, or (a call in a cell's source) that cell's output
 SHOWN = {
     "01_explore_a_plan": {"result": "result", "timeline": "report.timeline_figure(",
-                          "memory": "report.memory_figure("},
+                          "memory": "report.memory_figure(", "plan": "plan", "explorer": "ex"},
     "02_heuristic_vs_exact": {"df": "df", "full": "full", "pareto": "report.pareto_figure(", "gdf": "gdf",
                               "gaps": "gaps.gap_figure("},
     "03_ablations": {"df": "df", "pareto": "report.pareto_figure("},
@@ -99,6 +99,13 @@ def _check_01(shown):
     assert bars["d2h"][0] and bars["h2d"][0]  # the plan swaps: its copies are drawn, one bar each
     assert_legend_clear(fig)
     assert_legend_clear(shown["memory"])
+    # the explorer: its first state is the plan above; the budget change reused the problem
+    ex = shown["explorer"]
+    first = ex._kept[("gpt2-xl", "a100-80gb", 0.5, "slack")]
+    assert first[1].decisions == shown["plan"].decisions and first[2].step_time_s == r.step_time_s
+    assert (ex.budget, ex.builds, ex.plans) == (0.3, 1, 2) and ex.result.fits
+    assert "budget 0.30" in ex.figure._suptitle.get_text()
+    assert_legend_clear(ex.figure)
 
 
 def _check_02(shown):
