@@ -207,6 +207,34 @@ def test_memory_prefilter_never_prunes_a_fitting_plan(seed):
 
 
 @pytest.mark.parametrize("seed", range(6))
+def test_forward_and_compute_bounds_hold(seed):
+    """ForwardBound is memory_lower_bound on the forward steps without a schedule (missing
+    decisions count as evicted, as in compile_schedule), and Judge.compute_bound never exceeds
+    the simulated step time (random decisions on random DAGs)."""
+    import random
+
+    import numpy as np
+
+    from slackswap.planners.slack.improve import ForwardBound, Judge, memory_lower_bound
+    rng = random.Random(seed)
+    p = _unit(random_dag(seed, 10, max_bytes=4), 0.5)
+    n, fb, judge = len(p.graph.ops), ForwardBound(p), Judge(p, 1)
+    for _ in range(40):
+        dec = {t: rng.choice(list(Decision)) for t in p.planning_ids if rng.random() < 0.9}
+        lb = memory_lower_bound(p, dec)[1][:n]
+        drop = np.zeros(n + 1)
+        for i, t in enumerate(fb.planning):
+            if dec.get(t) is not Decision.KEEP:
+                drop[fb.after[i]] += fb.bytes[i]
+        assert np.array_equal(fb.base - np.cumsum(drop)[:-1], lb)
+        assert fb.over(dec) == bool(lb.max() > p.budget_bytes + 1e-9)
+        full = {t: dec.get(t, Decision.RECOMPUTE) for t in p.planning_ids}
+        r = simulate(p, Plan(full), detail=False)
+        if r.feasible:
+            assert judge.compute_bound(full) <= r.step_time_s
+
+
+@pytest.mark.parametrize("seed", range(6))
 def test_keep_greedy_savings_match_the_closure_definition(seed):
     """``_State.saving`` (local pass over dropped ops) equals the drop in forward seconds of the
     union of re-run closures (docs/timeline.md section 3) when a unit is kept, on random DAGs and

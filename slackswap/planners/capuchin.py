@@ -18,8 +18,9 @@ backward use: ``FT = sum(fwd_s[last_fwd+1:]) + sum(bwd_s[first_bwd+1:])``. Its s
    assumes fitting is monotone in the prefix; the result always fits if it says FEASIBLE), and
    keeps the rest. If even the whole list does not fit, that plan is returned, INFEASIBLE.
    A prefix whose accounted memory a lower bound already puts over the budget (the slack
-   planner's ``memory_lower_bound``), and keep-all under a budget below its peak, are known not
-   to fit without a simulation.
+   planner's ``memory_lower_bound``, on the forward steps first: ``ForwardBound``, no schedule
+   compiled), and keep-all under a budget below its peak, are known not to fit without a
+   simulation.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class Capuchin:
         self.min_swap_bytes = check_params("capuchin", self.Params, min_swap_bytes=min_swap_bytes).min_swap_bytes
 
     def plan(self, problem) -> Plan:
-        from .slack.improve import memory_lower_bound
+        from .slack.improve import ForwardBound, memory_lower_bound
 
         t0 = time.perf_counter()
         order = eviction_order(problem, self.min_swap_bytes)
@@ -110,11 +111,14 @@ class Capuchin:
             return d
 
         sims = {}   # prefix length -> SimResult (the chosen one is not simulated again)
+        fwd = ForwardBound(problem)
 
         def fits(k: int) -> bool:
             if k == 0 and problem.budget_bytes < problem.keep_all_peak:
                 return False   # keep-all: its simulated peak is keep_all_peak
             d = decisions(k)
+            if fwd.over(d):
+                return False   # the forward steps alone are over (no schedule compiled)
             sched, lb = memory_lower_bound(problem, d)
             if lb.size and lb.max() > problem.budget_bytes + 1e-9:
                 return False   # a lower bound of the accounted memory is over: the simulator says infeasible

@@ -24,10 +24,14 @@ from ...timeline.simulate import time_tolerance
 def rerun_closure(graph, t: int, evicted: set[int], planning: set[int]) -> set[int]:
     """Ops re-run to rebuild tensor ``t`` when the tensors in ``evicted`` (and every unsaved
     intermediate) are not resident; step inputs and other planning tensors are."""
-    ins = graph.produced_inputs
+    return rerun_union(graph, (t,), evicted, planning)
+
+
+def rerun_union(graph, ts, evicted: set[int], planning: set[int]) -> set[int]:
+    """The union of ``rerun_closure`` over the tensors ``ts``, in one walk."""
+    ins, tensors = graph.produced_inputs, graph.tensors
     out: set[int] = set()
-    p = graph.tensors[t].producer
-    stack = [p] if p is not None else []
+    stack = [p for p in (tensors[t].producer for t in ts) if p is not None][::-1]
     while stack:
         p = stack.pop()
         if p in out:
@@ -145,8 +149,9 @@ def issue_points(problem, decisions: dict, policy: str) -> dict[int, int]:
 class Judge:
     """Counts and caches simulator calls (detail=False); the simulator is the only judge.
 
-    ``score(..., prefilter=True)`` first compiles the schedule and sums a lower bound of the
-    simulator's accounted memory at every step (docs/timeline.md section 4: fixed lifetimes,
+    ``score(..., prefilter=True)`` first sums a lower bound of the simulator's accounted memory
+    on the forward steps (``ForwardBound``, no schedule compiled), then compiles the schedule
+    and sums it at every step (docs/timeline.md section 4: fixed lifetimes,
     swapped tensors' forward lives, and every prefetched copy from its first backward use to its
     last use, which its issue stage can only extend). If the bound exceeds the budget anywhere
     the simulator would report the plan infeasible, so it is scored ``inf`` without a
@@ -159,20 +164,18 @@ class Judge:
         self.cache: dict = {}
         self._sched: tuple = (None, None)
         self._pset = set(problem.planning_ids)
-        self.tol = time_tolerance(problem.costs)
+        self._fwd: ForwardBound | None = None   # built at the first prefiltered score
+        self.tol, self.ideal = time_tolerance(problem.costs), problem.ideal_step_s
 
     def compute_bound(self, decisions: dict) -> float:
         """A lower bound of the simulated step time: the compute stream runs every step one
         after another, i.e. every forward and backward op and the optimizer (``ideal_step_s``)
         plus each op the recomputes re-run (once: docs/timeline.md section 3), less ``tol`` (so
         the bound stays below the simulator's sum in any order of addition)."""
-        g, rec = self.problem.graph, {t for t, d in decisions.items() if d is Decision.RECOMPUTE}
-        ops: set[int] = set()
-        for t in rec:
-            if g.tensors[t].producer not in ops:
-                ops |= rerun_closure(g, t, rec, self._pset)
+        rec = {t for t, d in decisions.items() if d is Decision.RECOMPUTE}
+        ops = rerun_union(self.problem.graph, rec, rec, self._pset)
         fwd = self.problem.costs.fwd_s
-        return self.problem.ideal_step_s + sum(fwd[o] for o in ops) - self.tol
+        return self.ideal + sum(fwd[o] for o in ops) - self.tol
 
     @property
     def left(self) -> int:
@@ -204,13 +207,16 @@ class Judge:
         key = self._key(decisions, issue)
         if key in self.cache:
             return self.cache[key]
-        sched = self.schedule(decisions)
-        if prefilter and not _under_budget(self.problem, memory_lower_bound(self.problem, decisions, sched)[1]):
+        if prefilter and self._fwd is None:
+            self._fwd = ForwardBound(self.problem)
+        if prefilter and (self._fwd.over(decisions) or not _under_budget(
+                self.problem, memory_lower_bound(self.problem, decisions, self.schedule(decisions))[1])):
             self.pruned += 1
             self.cache[key] = (math.inf, None)
             return self.cache[key]
         self.calls += 1
-        r = simulate(self.problem, Plan(decisions, issue_points=issue), detail=False, schedule=sched)
+        r = simulate(self.problem, Plan(decisions, issue_points=issue), detail=False,
+                     schedule=self.schedule(decisions))
         s = r.step_time_s if (r.feasible and r.fits) else math.inf
         self.cache[key] = (s, r)
         return s, r
@@ -230,6 +236,28 @@ def memory_lower_bound(problem, decisions: dict, sched=None):
         n = lb.size + 1
         lb += np.cumsum(np.bincount(a, w, n) - np.bincount(b + 1, w, n))[:-1]
     return sched, lb
+
+
+class ForwardBound:
+    """``memory_lower_bound`` on the forward steps, without compiling a schedule. There a
+    planning tensor's decision only sets how long it stays: KEEP past the forward pass, SWAP and
+    RECOMPUTE (or no decision) until its last forward use, so the bound at forward step ``i`` is
+    keep-all's less the bytes of every evicted tensor last used before ``i`` (whole bytes: exact).
+    ``over(decisions)``: this bound, hence ``memory_lower_bound``, exceeds the budget."""
+
+    def __init__(self, problem):
+        g = problem.graph
+        self.n, self.budget = len(g.ops), problem.budget_bytes
+        self.planning = list(problem.planning_ids)
+        keep = dict.fromkeys(self.planning, Decision.KEEP)
+        self.base = memory_lower_bound(problem, keep)[1][:self.n]
+        self.after = np.array([max(g.last_forward_use(t), g.tensors[t].producer) + 1 for t in self.planning], int)
+        self.bytes = np.array([g.tensors[t].bytes for t in self.planning], float)
+
+    def over(self, decisions: dict) -> bool:
+        gone = np.fromiter((decisions.get(t) is not Decision.KEEP for t in self.planning), bool, len(self.planning))
+        drop = np.bincount(self.after[gone], self.bytes[gone], self.n + 1)
+        return bool(self.n and (self.base - np.cumsum(drop)[:-1]).max() > self.budget + 1e-9)
 
 
 def memory_may_fit(problem, decisions: dict) -> bool:

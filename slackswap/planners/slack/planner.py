@@ -69,7 +69,7 @@ from ...schema import NonNegInt, PosInt, Schema
 from ...timeline.simulate import time_tolerance
 from ..base import Tags, check_params, make_plan, register
 from ..dp import multilevel_plan
-from .improve import Fifo, Judge, issue_points, recompute_fit, rerun_closure
+from .improve import Fifo, Judge, issue_points, recompute_fit, rerun_closure, rerun_union
 from .keep import keep_greedy
 from .search import PAIRS, SMALL, baseline_plans, descend, judge_all, moves, over_budget
 
@@ -287,9 +287,7 @@ class SlackPlanner:
     def _recompute(self, prof: _Profile, dec, evicted, left: float, pool) -> float:
         """Lazy greedy on marginal rebuild seconds per byte (the closure of re-run ops)."""
         rec = {t for t in evicted if dec[t] is R}   # swapped inputs come back by H2D
-        rerun: set[int] = set()
-        for t in rec:
-            rerun |= rerun_closure(prof.graph, t, rec, prof.pset)
+        rerun = rerun_union(prof.graph, rec, rec, prof.pset)
         heap = [(prof.rpb[t], t) for t in pool if t not in evicted and prof.recomputable[t]]
         heapq.heapify(heap)
         while heap and left > 0:
