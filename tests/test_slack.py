@@ -169,7 +169,8 @@ def test_beats_recompute_only_where_slack_exists():
 @pytest.mark.parametrize("seed", range(5))
 def test_incremental_fifo_matches_the_recurrence(seed):
     """Fifo.insert keeps exactly the FIFO end times d2h_fifo_ends computes from scratch, and
-    rejects exactly the insertions that would push a copy past the deadline."""
+    rejects exactly the insertions that would push a copy past the deadline (whole copy times,
+    where refused items come again, and fractional ones)."""
     import random
 
     from slackswap.planners.slack.improve import Fifo, d2h_fifo_ends
@@ -177,7 +178,7 @@ def test_incremental_fifo_matches_the_recurrence(seed):
     fifo, deadline = Fifo(), 40.0
     for _ in range(60):
         producer = rng.randrange(30)
-        item = (producer, float(producer), float(rng.randint(1, 4)))
+        item = (producer, float(producer), float(rng.randint(1, 4)) if seed % 2 else rng.uniform(0.5, 4.0))
         trial = sorted(fifo.items + [item])
         ok = max(d2h_fifo_ends(trial)) <= deadline
         assert fifo.insert(item, deadline) is ok

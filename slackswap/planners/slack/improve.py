@@ -59,13 +59,18 @@ class Fifo:
     as an end is unchanged (every later end is then unchanged too: FIFO ends are a max-plus
     recurrence), so a rejected insertion costs only the copies it would delay.
 
-    Refusals are remembered: while every end meets the deadline, an item refused under it is
-    refused again at once (items are only ever added, and an added item can only delay the
-    copies after it, so an end the refused item would push past the deadline stays past it)."""
+    While every end meets the deadline, two shortcuts give the same answers without the walk:
+    an item refused under it is refused again at once (items are only ever added, and an added
+    item can only delay the copies after it, so an end the refused item would push past the
+    deadline stays past it); and an item is refused when its own end plus every copy after it
+    (``fsum``) is past the deadline by more than float rounding can account for (inserted at
+    ``i`` with end ``e``, the last copy ends at ``max(old last end, e + sum of the copy times
+    from i on)``: max-plus)."""
 
     def __init__(self):
         self.items: list[tuple[int, float, float]] = []
         self.ends: list[float] = []
+        self.durs: list[float] = []   # copy seconds, in FIFO order
         self._refused: tuple[float, set] = (math.nan, set())   # (deadline, items refused under it)
 
     def insert(self, item: tuple[int, float, float], deadline: float) -> bool:
@@ -79,7 +84,8 @@ class Fifo:
             self._refused = (deadline if not ends or ends[-1] <= deadline else math.nan, set())
         i = bisect.bisect_right(items, item)
         prev = max(ends[i - 1] if i else 0.0, item[1]) + item[2]
-        if prev > deadline:
+        if prev > deadline or (self._refused[0] == deadline and i < len(items)
+                               and prev + math.fsum(self.durs[i:]) > deadline + 1e-9 * abs(deadline)):
             return self._refuse(item, deadline)
         new = [prev]
         for j in range(i, len(items)):
@@ -92,6 +98,7 @@ class Fifo:
             new.append(e)
             prev = e
         items.insert(i, item)
+        self.durs.insert(i, item[2])
         ends[i:i + len(new) - 1] = new
         return True
 
@@ -109,12 +116,12 @@ class Fifo:
         f = self.copy()
         if not all(f.insert(x, deadline) for x in items):
             return False
-        self.items, self.ends, self._refused = f.items, f.ends, f._refused
+        self.items, self.ends, self.durs, self._refused = f.items, f.ends, f.durs, f._refused
         return True
 
     def copy(self) -> Fifo:
         f = Fifo()
-        f.items, f.ends = list(self.items), list(self.ends)
+        f.items, f.ends, f.durs = list(self.items), list(self.ends), list(self.durs)
         f._refused = (self._refused[0], set(self._refused[1]))
         return f
 
