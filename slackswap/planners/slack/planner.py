@@ -41,7 +41,8 @@ recompute the rest. The algorithm, step by step (``SlackPlanner.plan``):
    single-tensor change (at most 10: every two-tensor change too, from each of the best three
    candidates) until none improves; above, a few single-tensor moves (un-recompute to swap or keep, latest
    swaps to recompute), two passes. A move that a lower bound of the accounted memory proves
-   infeasible is pruned without a simulation (``Judge``).
+   infeasible, or whose compute alone (every step once plus the re-run ops) is no faster than
+   the current plan, is pruned without a simulation (``Judge``).
 8. Prefetch issue points follow ``prefetch``; the plan's status and objective come from the
    simulator (``make_plan``).
 
