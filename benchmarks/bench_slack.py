@@ -9,6 +9,9 @@ with ``--grid``: slack vs the best other heuristic on every model x budget 0.3..
 (the problems of ``tests/test_slack.py``);
 ``--modes`` (alone): the throughput ratio of the default, ``order="size"``, ``recompute_only`` and
 ``swap_only`` on every model x budget 0.25..0.9 (0 = does not fit);
+``--split [N]`` (alone): each published row planned N times (default 5) in this process: median
+plan time, the part of it inside ``simulate`` and ``compile_schedule`` (outermost calls) and the
+rest, and the number of calls of each (run it with ``PYTHONPATH`` at another tree to compare);
 ``--gaps [N]`` (alone): slack's gap to the exact optimum (``brute``) on ``synthetic.exact_suite()``
 and on ``synthetic.random_suite(N, seed=0)`` (default 200), with and without its local search
 (targets: mean gap <= 0.5%, worst <= 5%, never INFEASIBLE where the optimum fits).
@@ -115,7 +118,60 @@ def gap_report():
         print(report.to_markdown(gaps.summary(df)))
 
 
+def split():
+    """Plan time split into simulator time (``simulate`` and ``compile_schedule``, outermost
+    calls, wherever called: slack's judge, the baselines' planners) and the rest."""
+    import statistics
+
+    import slackswap
+    from slackswap import planners
+
+    timeline = sys.modules["slackswap.timeline"]
+    acc = {"s": 0.0, "depth": 0, "simulate": 0, "compile_schedule": 0}
+
+    def counted(f):
+        def g(*a, **k):
+            acc[f.__name__] += 1
+            if acc["depth"]:
+                return f(*a, **k)
+            acc["depth"] += 1
+            t0 = time.perf_counter()
+            try:
+                return f(*a, **k)
+            finally:
+                acc["s"] += time.perf_counter() - t0
+                acc["depth"] -= 1
+        return g
+
+    planners.available()   # load every planner module, then wrap every reference to the two
+    wrapped = {f: counted(f) for f in (timeline.simulate, timeline.compile_schedule)}
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("slackswap") and mod is not None:
+            for k, v in list(vars(mod).items()):
+                if callable(v) and v in wrapped:
+                    setattr(mod, k, wrapped[v])
+    i = sys.argv.index("--split")
+    n = int(sys.argv[i + 1]) if len(sys.argv) > i + 1 else 5
+    print(f"slackswap from {slackswap.__file__}")
+    print(f"{'model':12s} {'plan ms':>8s} {'sim ms':>7s} {'rest ms':>7s} {'simulate':>8s} {'compile':>7s}")
+    for model in ("bert-large", "gpt2-xl", "llama-7b"):
+        p = Problem.build(model, "a100-80gb", budget=0.5)
+        rows = []
+        for _ in range(n):
+            acc.update(s=0.0, simulate=0, compile_schedule=0)
+            t0 = time.perf_counter()
+            SlackPlanner().plan(p)
+            rows.append((time.perf_counter() - t0, acc["s"]))
+        med = [statistics.median(x) for x in zip(*rows, strict=True)]
+        rest = statistics.median(a - b for a, b in rows)
+        print(f"{model:12s} {med[0] * 1e3:8.1f} {med[1] * 1e3:7.1f} {rest * 1e3:7.1f} {acc['simulate']:8d} "
+              f"{acc['compile_schedule']:7d}")
+
+
 if __name__ == "__main__":
+    if "--split" in sys.argv:
+        split()
+        sys.exit()
     if "--modes" in sys.argv:
         modes()
         sys.exit()

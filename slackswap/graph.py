@@ -91,6 +91,12 @@ class Graph:
                 out[t].append(op.id)
         return tuple(tuple(s) for s in out)
 
+    @cached_property
+    def produced_inputs(self) -> tuple[tuple[tuple[int, int], ...], ...]:
+        """Per op: ``(tensor id, producer op id)`` of each input produced in the step, in input order."""
+        return tuple(tuple((t, self.tensors[t].producer) for t in op.inputs if self.tensors[t].producer is not None)
+                     for op in self.ops)
+
     def planning_tensors(self) -> list[Tensor]:
         """Tensors a plan decides: produced in the step and saved for some backward op."""
         return [t for t in self.tensors if t.producer is not None and self.saved_by[t.id]]

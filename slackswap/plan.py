@@ -87,9 +87,10 @@ class Plan:
             raise PlanError(f"Plan(decisions): expected a dict {{tensor id: Decision}}; got {_short(self.decisions)}")
         if not isinstance(self.issue_points, Mapping):
             raise PlanError(f"Plan(issue_points): expected a dict {{tensor id: stage}}; got {_short(self.issue_points)}")
-        decisions = {_int(k, f"Plan.decisions[{k!r}]"): Decision.parse(v, f"Plan.decisions[{k!r}]")
-                     for k, v in self.decisions.items()}
-        object.__setattr__(self, "decisions", decisions)
+        object.__setattr__(self, "decisions", {
+            k if type(k) is int else _int(k, f"Plan.decisions[{k!r}]"):
+            v if type(v) is Decision else Decision.parse(v, f"Plan.decisions[{k!r}]")
+            for k, v in self.decisions.items()})   # ints and Decisions as they are (the common case)
         object.__setattr__(self, "issue_points", {_int(k, f"Plan.issue_points[{k!r}]"): _int(v, f"Plan.issue_points[{k!r}]")
                                                   for k, v in self.issue_points.items()})
         if not isinstance(self.hold_points, Mapping):

@@ -169,7 +169,8 @@ def test_beats_recompute_only_where_slack_exists():
 @pytest.mark.parametrize("seed", range(5))
 def test_incremental_fifo_matches_the_recurrence(seed):
     """Fifo.insert keeps exactly the FIFO end times d2h_fifo_ends computes from scratch, and
-    rejects exactly the insertions that would push a copy past the deadline."""
+    rejects exactly the insertions that would push a copy past the deadline (whole copy times,
+    where refused items come again, and fractional ones)."""
     import random
 
     from slackswap.planners.slack.improve import Fifo, d2h_fifo_ends
@@ -177,7 +178,7 @@ def test_incremental_fifo_matches_the_recurrence(seed):
     fifo, deadline = Fifo(), 40.0
     for _ in range(60):
         producer = rng.randrange(30)
-        item = (producer, float(producer), float(rng.randint(1, 4)))
+        item = (producer, float(producer), float(rng.randint(1, 4)) if seed % 2 else rng.uniform(0.5, 4.0))
         trial = sorted(fifo.items + [item])
         ok = max(d2h_fifo_ends(trial)) <= deadline
         assert fifo.insert(item, deadline) is ok
@@ -204,6 +205,34 @@ def test_memory_prefilter_never_prunes_a_fitting_plan(seed):
         elif r.feasible:
             assert r.fits
     assert pruned > 0   # measured: 23..40 of 40 plans pruned per seed
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_forward_and_compute_bounds_hold(seed):
+    """ForwardBound is memory_lower_bound on the forward steps without a schedule (missing
+    decisions count as evicted, as in compile_schedule), and Judge.compute_bound never exceeds
+    the simulated step time (random decisions on random DAGs)."""
+    import random
+
+    import numpy as np
+
+    from slackswap.planners.slack.improve import ForwardBound, Judge, memory_lower_bound
+    rng = random.Random(seed)
+    p = _unit(random_dag(seed, 10, max_bytes=4), 0.5)
+    n, fb, judge = len(p.graph.ops), ForwardBound(p), Judge(p, 1)
+    for _ in range(40):
+        dec = {t: rng.choice(list(Decision)) for t in p.planning_ids if rng.random() < 0.9}
+        lb = memory_lower_bound(p, dec)[1][:n]
+        drop = np.zeros(n + 1)
+        for i, t in enumerate(fb.planning):
+            if dec.get(t) is not Decision.KEEP:
+                drop[fb.after[i]] += fb.bytes[i]
+        assert np.array_equal(fb.base - np.cumsum(drop)[:-1], lb)
+        assert fb.over(dec) == bool(lb.max() > p.budget_bytes + 1e-9)
+        full = {t: dec.get(t, Decision.RECOMPUTE) for t in p.planning_ids}
+        r = simulate(p, Plan(full), detail=False)
+        if r.feasible:
+            assert judge.compute_bound(full) <= r.step_time_s
 
 
 @pytest.mark.parametrize("seed", range(6))

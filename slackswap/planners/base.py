@@ -136,15 +136,16 @@ class FunctionPlanner:
 
 def make_plan(problem, decisions: dict, planner: str, params: dict, t0: float, *,
               issue_points=None, status: Status | None = None, message: str = "",
-              judge: bool = True, hold_points=None) -> Plan:
+              judge: bool = True, hold_points=None, result=None) -> Plan:
     """Assemble a ``Plan``; with ``judge`` the simulator sets status FEASIBLE or INFEASIBLE and
-    the objective (step seconds)."""
+    the objective (step seconds). ``result``: the plan's ``simulate(problem, plan, detail=False)``
+    when the caller has it already (the plan is then not simulated again)."""
     from ..timeline import simulate
 
     plan = Plan(decisions, issue_points=issue_points or {}, planner=planner, params=params,
                 problem_key=problem.key, hold_points=hold_points or {})
     if judge:
-        r = simulate(problem, plan, detail=False)
+        r = result if result is not None else simulate(problem, plan, detail=False)
         st = status or (Status.FEASIBLE if r.feasible and r.fits else Status.INFEASIBLE)
         return plan.with_info(status=st, objective=r.step_time_s if r.feasible else None,
                               wall_s=time.perf_counter() - t0, message=message or r.reason)

@@ -17,6 +17,10 @@ backward use: ``FT = sum(fwd_s[last_fwd+1:]) + sum(bwd_s[first_bwd+1:])``. Its s
    simulator says the plan fits (exponential then binary search over the prefix length, which
    assumes fitting is monotone in the prefix; the result always fits if it says FEASIBLE), and
    keeps the rest. If even the whole list does not fit, that plan is returned, INFEASIBLE.
+   A prefix whose accounted memory a lower bound already puts over the budget (the slack
+   planner's ``memory_lower_bound``, on the forward steps first: ``ForwardBound``, no schedule
+   compiled), and keep-all under a budget below its peak, are known not to fit without a
+   simulation.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ import time
 
 from ..plan import Decision, Plan
 from ..schema import NonNegInt, Schema
+from ..timeline import simulate
 from ..timeline.simulate import time_tolerance
-from . import _chain
 from .base import Tags, check_params, make_plan, register
 
 
@@ -95,6 +99,8 @@ class Capuchin:
         self.min_swap_bytes = check_params("capuchin", self.Params, min_swap_bytes=min_swap_bytes).min_swap_bytes
 
     def plan(self, problem) -> Plan:
+        from .slack.improve import ForwardBound, memory_lower_bound
+
         t0 = time.perf_counter()
         order = eviction_order(problem, self.min_swap_bytes)
         base = {t: Decision.KEEP for t in problem.planning_ids}
@@ -104,8 +110,20 @@ class Capuchin:
             d.update(order[:k])
             return d
 
+        sims = {}   # prefix length -> SimResult (the chosen one is not simulated again)
+        fwd = ForwardBound(problem)
+
         def fits(k: int) -> bool:
-            return _chain.simulate_plan(problem, decisions(k)).fits
+            if k == 0 and problem.budget_bytes < problem.keep_all_peak:
+                return False   # keep-all: its simulated peak is keep_all_peak
+            d = decisions(k)
+            if fwd.over(d):
+                return False   # the forward steps alone are over (no schedule compiled)
+            sched, lb = memory_lower_bound(problem, d)
+            if lb.size and lb.max() > problem.budget_bytes + 1e-9:
+                return False   # a lower bound of the accounted memory is over: the simulator says infeasible
+            sims[k] = simulate(problem, Plan(d, problem_key=problem.key), detail=False, schedule=sched)
+            return sims[k].fits
 
         n = len(order)
         if fits(0):
@@ -126,4 +144,4 @@ class Capuchin:
                     lo = mid
             k = hi
         return make_plan(problem, decisions(k), self.name,
-                         {"min_swap_bytes": self.min_swap_bytes}, t0)
+                         {"min_swap_bytes": self.min_swap_bytes}, t0, result=sims.get(k))

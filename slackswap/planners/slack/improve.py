@@ -14,6 +14,8 @@ from __future__ import annotations
 import bisect
 import math
 
+import numpy as np
+
 from ...plan import Decision, Plan
 from ...timeline import compile_schedule, simulate
 from ...timeline.simulate import time_tolerance
@@ -22,22 +24,22 @@ from ...timeline.simulate import time_tolerance
 def rerun_closure(graph, t: int, evicted: set[int], planning: set[int]) -> set[int]:
     """Ops re-run to rebuild tensor ``t`` when the tensors in ``evicted`` (and every unsaved
     intermediate) are not resident; step inputs and other planning tensors are."""
-    ops, tensors = graph.ops, graph.tensors
+    return rerun_union(graph, (t,), evicted, planning)
+
+
+def rerun_union(graph, ts, evicted: set[int], planning: set[int]) -> set[int]:
+    """The union of ``rerun_closure`` over the tensors ``ts``, in one walk."""
+    ins, tensors = graph.produced_inputs, graph.tensors
     out: set[int] = set()
-    stack = [t]
-    seen: set[int] = set()
+    stack = [p for p in (tensors[t].producer for t in ts) if p is not None][::-1]
     while stack:
-        x = stack.pop()
-        if x in seen:
-            continue
-        seen.add(x)
-        p = tensors[x].producer
-        if p is None or p in out:
+        p = stack.pop()
+        if p in out:
             continue
         out.add(p)
-        for y in ops[p].inputs:
-            if tensors[y].producer is not None and (y not in planning or y in evicted):
-                stack.append(y)
+        for y, q in ins[p]:
+            if y in evicted or y not in planning:
+                stack.append(q)
     return out
 
 
@@ -55,36 +57,72 @@ class Fifo:
     """The production-ordered D2H FIFO of the accepted swaps with its copy end times, kept up to
     date incrementally: ``insert`` recomputes ends only from the new item on and stops as soon
     as an end is unchanged (every later end is then unchanged too: FIFO ends are a max-plus
-    recurrence), so a rejected insertion costs only the copies it would delay."""
+    recurrence), so a rejected insertion costs only the copies it would delay.
+
+    While every end meets the deadline, two shortcuts give the same answers without the walk:
+    an item refused under it is refused again at once (items are only ever added, and an added
+    item can only delay the copies after it, so an end the refused item would push past the
+    deadline stays past it); and an item is refused when its own end plus every copy after it
+    (``fsum``) is past the deadline by more than float rounding can account for (inserted at
+    ``i`` with end ``e``, the last copy ends at ``max(old last end, e + sum of the copy times
+    from i on)``: max-plus)."""
 
     def __init__(self):
         self.items: list[tuple[int, float, float]] = []
         self.ends: list[float] = []
+        self.durs: list[float] = []   # copy seconds, in FIFO order
+        self._refused: tuple[float, set] = (math.nan, set())   # (deadline, items refused under it)
 
     def insert(self, item: tuple[int, float, float], deadline: float) -> bool:
         """Insert ``item`` = (producer, producer end, copy s) if every copy from it on still
         ends by ``deadline``; return whether it was inserted."""
         items, ends = self.items, self.ends
+        if self._refused[0] == deadline:
+            if item in self._refused[1]:
+                return False
+        else:   # refusals are final only while every end meets the deadline
+            self._refused = (deadline if not ends or ends[-1] <= deadline else math.nan, set())
         i = bisect.bisect_right(items, item)
         prev = max(ends[i - 1] if i else 0.0, item[1]) + item[2]
-        if prev > deadline:
-            return False
+        if prev > deadline or (self._refused[0] == deadline and i < len(items)
+                               and prev + math.fsum(self.durs[i:]) > deadline + 1e-9 * abs(deadline)):
+            return self._refuse(item, deadline)
         new = [prev]
         for j in range(i, len(items)):
-            e = max(prev, items[j][1]) + items[j][2]
+            _, ready, dur = items[j]
+            e = (prev if prev > ready else ready) + dur
             if e == ends[j]:
                 break
             if e > deadline:
-                return False
+                return self._refuse(item, deadline)
             new.append(e)
             prev = e
         items.insert(i, item)
+        self.durs.insert(i, item[2])
         ends[i:i + len(new) - 1] = new
+        return True
+
+    def _refuse(self, item, deadline: float) -> bool:
+        if self._refused[0] == deadline:
+            self._refused[1].add(item)
+        return False
+
+    def insert_all(self, items: list[tuple[int, float, float]], deadline: float) -> bool:
+        """Insert every item of ``items`` (``insert``) or, if one is refused, none."""
+        if len(items) == 1:
+            return self.insert(items[0], deadline)
+        if self._refused[0] == deadline and any(x in self._refused[1] for x in items):
+            return False
+        f = self.copy()
+        if not all(f.insert(x, deadline) for x in items):
+            return False
+        self.items, self.ends, self.durs, self._refused = f.items, f.ends, f.durs, f._refused
         return True
 
     def copy(self) -> Fifo:
         f = Fifo()
-        f.items, f.ends = list(self.items), list(self.ends)
+        f.items, f.ends, f.durs = list(self.items), list(self.ends), list(self.durs)
+        f._refused = (self._refused[0], set(self._refused[1]))
         return f
 
     def last_end(self) -> float:
@@ -118,52 +156,115 @@ def issue_points(problem, decisions: dict, policy: str) -> dict[int, int]:
 class Judge:
     """Counts and caches simulator calls (detail=False); the simulator is the only judge.
 
-    ``score(..., prefilter=True)`` first compiles the schedule and sums a lower bound of the
-    simulator's accounted memory at every step (docs/timeline.md section 4: fixed lifetimes,
+    ``score(..., prefilter=True)`` first sums a lower bound of the simulator's accounted memory
+    on the forward steps (``ForwardBound``, no schedule compiled), then compiles the schedule
+    and sums it at every step (docs/timeline.md section 4: fixed lifetimes,
     swapped tensors' forward lives, and every prefetched copy from its first backward use to its
     last use, which its issue stage can only extend). If the bound exceeds the budget anywhere
     the simulator would report the plan infeasible, so it is scored ``inf`` without a
-    simulation (counted in ``pruned``, not in ``calls``)."""
+    simulation (counted in ``pruned``, not in ``calls``). The schedule of the last plan scored is
+    kept (``schedule``), so neither the simulation nor a later bound compiles it again; a score
+    the caller already has (a baseline planner's own simulation) is ``record``-ed, not simulated."""
 
     def __init__(self, problem, max_sims: int):
         self.problem, self.max_sims, self.calls, self.pruned = problem, max_sims, 0, 0
         self.cache: dict = {}
+        self._sched: tuple = (None, None)
+        self._pset = set(problem.planning_ids)
+        self._fwd: ForwardBound | None = None   # built at the first prefiltered score
+        self.tol, self.ideal = time_tolerance(problem.costs), problem.ideal_step_s
+
+    def compute_bound(self, decisions: dict) -> float:
+        """A lower bound of the simulated step time: the compute stream runs every step one
+        after another, i.e. every forward and backward op and the optimizer (``ideal_step_s``)
+        plus each op the recomputes re-run (once: docs/timeline.md section 3), less ``tol`` (so
+        the bound stays below the simulator's sum in any order of addition)."""
+        rec = {t for t, d in decisions.items() if d is Decision.RECOMPUTE}
+        ops = rerun_union(self.problem.graph, rec, rec, self._pset)
+        fwd = self.problem.costs.fwd_s
+        return self.ideal + sum(fwd[o] for o in ops) - self.tol
 
     @property
     def left(self) -> int:
         return self.max_sims - self.calls
 
+    @staticmethod
+    def _key(decisions: dict, issue: dict) -> tuple:
+        return tuple(sorted(decisions.items())), tuple(sorted(issue.items()))   # tensor ids are unique
+
+    def schedule(self, decisions: dict):
+        """``compile_schedule(problem.graph, decisions)``, compiled once for the last plan asked."""
+        key = self._key(decisions, {})[0]
+        if self._sched[0] != key:
+            self._sched = (key, compile_schedule(self.problem.graph, decisions))
+        return self._sched[1]
+
+    def record(self, decisions: dict, issue: dict, seconds: float, result=None) -> None:
+        """Cache the score of a plan the caller has simulated already (``seconds``: its step time
+        if it fits, else ``inf``; ``result``: its SimResult when at hand); not a simulation of the
+        judge's, so not counted in ``calls``."""
+        self.cache.setdefault(self._key(decisions, issue), (seconds, result))
+
+    def result(self, decisions: dict, issue: dict):
+        """The SimResult of a plan scored before, or None (not scored, pruned or recorded without)."""
+        return self.cache.get(self._key(decisions, issue), (None, None))[1]
+
     def score(self, decisions: dict, issue: dict, prefilter: bool = False) -> tuple[float, object]:
         """(step seconds, SimResult or None when pruned); ``inf`` when infeasible or over budget."""
-        key = (tuple(sorted((t, d.value) for t, d in decisions.items())), tuple(sorted(issue.items())))
+        key = self._key(decisions, issue)
         if key in self.cache:
             return self.cache[key]
-        sched = None
-        if prefilter:
-            sched, lb = memory_lower_bound(self.problem, decisions)
-            if not _under_budget(self.problem, lb):
-                self.pruned += 1
-                self.cache[key] = (math.inf, None)
-                return self.cache[key]
+        if prefilter and self._fwd is None:
+            self._fwd = ForwardBound(self.problem)
+        if prefilter and (self._fwd.over(decisions) or not _under_budget(
+                self.problem, memory_lower_bound(self.problem, decisions, self.schedule(decisions))[1])):
+            self.pruned += 1
+            self.cache[key] = (math.inf, None)
+            return self.cache[key]
         self.calls += 1
-        r = simulate(self.problem, Plan(decisions, issue_points=issue), detail=False, schedule=sched)
+        r = simulate(self.problem, Plan(decisions, issue_points=issue), detail=False,
+                     schedule=self.schedule(decisions))
         s = r.step_time_s if (r.feasible and r.fits) else math.inf
         self.cache[key] = (s, r)
         return s, r
 
 
-def memory_lower_bound(problem, decisions: dict):
+def memory_lower_bound(problem, decisions: dict, sched=None):
     """``(schedule, bytes per step)``: a lower bound of the accounted memory at every step (see
     ``Judge``): what the schedule holds whatever the copy timing, plus each swapped tensor while
-    its D2H source and its H2D destination must be resident."""
-    sched = compile_schedule(problem.graph, decisions)
+    its D2H source and its H2D destination must be resident. ``sched``: the decisions' compiled
+    schedule when the caller has it."""
+    sched = sched if sched is not None else compile_schedule(problem.graph, decisions)
     lb = sched.static_memory().astype(float)
     sizes = problem.graph.tensors
-    for t, (p, lf) in sched.swap_fwd.items():
-        lb[p:lf + 1] += sizes[t].bytes
-    for t, (u, f) in sched.swap_bwd.items():
-        lb[u:f + 1] += sizes[t].bytes
+    spans = [(a, b, sizes[t].bytes) for t, (a, b) in (*sched.swap_fwd.items(), *sched.swap_bwd.items())]
+    if spans:   # each swapped tensor's bytes on steps a..b: a difference array, summed (exact: whole bytes)
+        a, b, w = np.array(spans, dtype=np.int64).T
+        n = lb.size + 1
+        lb += np.cumsum(np.bincount(a, w, n) - np.bincount(b + 1, w, n))[:-1]
     return sched, lb
+
+
+class ForwardBound:
+    """``memory_lower_bound`` on the forward steps, without compiling a schedule. There a
+    planning tensor's decision only sets how long it stays: KEEP past the forward pass, SWAP and
+    RECOMPUTE (or no decision) until its last forward use, so the bound at forward step ``i`` is
+    keep-all's less the bytes of every evicted tensor last used before ``i`` (whole bytes: exact).
+    ``over(decisions)``: this bound, hence ``memory_lower_bound``, exceeds the budget."""
+
+    def __init__(self, problem):
+        g = problem.graph
+        self.n, self.budget = len(g.ops), problem.budget_bytes
+        self.planning = list(problem.planning_ids)
+        keep = dict.fromkeys(self.planning, Decision.KEEP)
+        self.base = memory_lower_bound(problem, keep)[1][:self.n]
+        self.after = np.array([max(g.last_forward_use(t), g.tensors[t].producer) + 1 for t in self.planning], int)
+        self.bytes = np.array([g.tensors[t].bytes for t in self.planning], float)
+
+    def over(self, decisions: dict) -> bool:
+        gone = np.fromiter((decisions.get(t) is not Decision.KEEP for t in self.planning), bool, len(self.planning))
+        drop = np.bincount(self.after[gone], self.bytes[gone], self.n + 1)
+        return bool(self.n and (self.base - np.cumsum(drop)[:-1]).max() > self.budget + 1e-9)
 
 
 def memory_may_fit(problem, decisions: dict) -> bool:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 
-from .improve import rerun_closure
+from .improve import rerun_union
 
 
 class _State:
@@ -36,10 +36,7 @@ class _State:
     def __init__(self, graph, rec: set[int], planning: set[int], fwd):
         self.ops, self.tensors, self.cons = graph.ops, graph.tensors, graph.consumers
         self.planning, self.fwd, self.rec = planning, fwd, set(rec)
-        self.U: set[int] = set()
-        for t in sorted(self.rec):
-            if self.tensors[t].producer not in self.U:
-                self.U |= rerun_closure(graph, t, self.rec, planning)
+        self.U = rerun_union(graph, self.rec, self.rec, planning)
 
     def _gone(self, x: int) -> bool:
         """Tensor ``x`` is not resident in the backward pass (unsaved intermediate or recomputed)."""

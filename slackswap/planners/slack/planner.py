@@ -41,7 +41,8 @@ recompute the rest. The algorithm, step by step (``SlackPlanner.plan``):
    single-tensor change (at most 10: every two-tensor change too, from each of the best three
    candidates) until none improves; above, a few single-tensor moves (un-recompute to swap or keep, latest
    swaps to recompute), two passes. A move that a lower bound of the accounted memory proves
-   infeasible is pruned without a simulation (``Judge``).
+   infeasible, or whose compute alone (every step once plus the re-run ops) is no faster than
+   the current plan, is pruned without a simulation (``Judge``).
 8. Prefetch issue points follow ``prefetch``; the plan's status and objective come from the
    simulator (``make_plan``).
 
@@ -64,14 +65,14 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from ...plan import Decision
+from ...plan import Decision, Status
 from ...schema import NonNegInt, PosInt, Schema
 from ...timeline.simulate import time_tolerance
 from ..base import Tags, check_params, make_plan, register
 from ..dp import multilevel_plan
-from .improve import Fifo, Judge, issue_points, recompute_fit, rerun_closure
+from .improve import Fifo, Judge, issue_points, recompute_fit, rerun_closure, rerun_union
 from .keep import keep_greedy
-from .search import PAIRS, SMALL, baseline_candidates, descend, judge_all, moves, over_budget
+from .search import PAIRS, SMALL, baseline_plans, descend, judge_all, moves, over_budget
 
 ORDERS = ("rebuild_per_byte", "size", "position")
 MODES = ("hybrid", "swap_only", "recompute_only")
@@ -179,10 +180,21 @@ class SlackPlanner:
         def as_is(d):   # a baseline's plan is judged as it is (see search.py)
             return d, judge.score(d, issue_points(problem, d, self.prefetch))[0]
 
+        def baselines(costly):
+            out = []
+            for d, plan in baseline_plans(problem, self.mode, costly):
+                if (self.prefetch == "auto" and plan.problem_key == problem.key and not plan.issue_points
+                        and not plan.hold_points and plan.d2h_order is None and plan.decisions == d
+                        and plan.info.status in (Status.FEASIBLE, Status.INFEASIBLE)):
+                    # judged by the simulator in the baseline's make_plan: not simulated again
+                    judge.record(d, {}, plan.info.objective if plan.info.status is Status.FEASIBLE else math.inf)
+                out.append(d)
+            return out
+
         judge_all(cands, fitted, seen, fit)
-        judge_all(baseline_candidates(problem, self.mode, costly=small), fitted, seen, as_is)
+        judge_all(baselines(small), fitted, seen, as_is)
         if not small and not any(math.isfinite(s) for s, _, _ in fitted):   # the costly ones
-            judge_all(baseline_candidates(problem, self.mode, costly=None), fitted, seen, as_is)
+            judge_all(baselines(None), fitted, seen, as_is)
         tol = time_tolerance(problem.costs)   # equal times (any unit): the earlier candidate
         low = min(s for s, _, _ in fitted)
         fitted.sort(key=lambda x: (0, x[1]) if x[0] <= low + tol else (1, x[0], x[1]))
@@ -202,7 +214,9 @@ class SlackPlanner:
                                  hold_points=ml.hold_points, message=f"{judge.calls} simulations; "
                                  "no single-level plan found fits: dp-checkpoint's multi-level plan")
         ip = issue_points(problem, best, self.prefetch)
-        return make_plan(nominal, best, self.name, self.params, t0, issue_points=ip,
+        # the judge's result of the winner when it has one on the nominal costs (no margin)
+        known = judge.result(best, ip) if nominal is problem else None
+        return make_plan(nominal, best, self.name, self.params, t0, issue_points=ip, result=known,
                          message=f"{judge.calls} simulations, {judge.pruned} pruned")
 
     # ------------------------------------------------------------ greedy
@@ -210,13 +224,17 @@ class SlackPlanner:
         """One greedy pass: regenerate cheap tensors, spend the slack on swaps (in ``order``),
         recompute the rest. ``slack_scale`` scales the D2H deadline (1.0 = end of the forward
         pass, 0.0 = no swap: the recompute_only greedy)."""
-        dec = dict.fromkeys(prof.planning, K)
-        left = prof.need
-        evicted: set[int] = set()
-        fifo = Fifo()                                  # accepted copies, in production order
         deadline = prof.t_fwd * slack_scale if self.mode == "hybrid" else math.inf
-        if self.mode != "recompute_only" and left > 0:
-            left = self._spend_slack(prof, dec, evicted, left, deadline, fifo, order)
+        if (deadline, order) not in prof.slack_passes:   # the keep and recompute passes share it
+            dec = dict.fromkeys(prof.planning, K)
+            left = prof.need
+            evicted: set[int] = set()
+            fifo = Fifo()                              # accepted copies, in production order
+            if self.mode != "recompute_only" and left > 0:
+                left = self._spend_slack(prof, dec, evicted, left, deadline, fifo, order)
+            prof.slack_passes[deadline, order] = (dec, evicted, left, fifo)
+        dec, evicted, left, fifo = prof.slack_passes[deadline, order]
+        dec, evicted, fifo = dict(dec), set(evicted), fifo.copy()
         if left > 0 and self.mode != "swap_only":
             if keep:
                 self._keep_pass(prof, dec, evicted, left, deadline, fifo)
@@ -230,7 +248,6 @@ class SlackPlanner:
         """Step 3b: every tensor the swap pass left recomputed, then units kept back best first
         (``keep_greedy``), each copied out under the forward pass when the D2H FIFO still meets
         ``deadline`` (``fifo`` is updated), else kept while the eviction can spare its bytes."""
-        box = [fifo.copy()]
         pool = [t for t in prof.body_for(self.keep_tail) if t not in evicted and prof.recomputable[t]]
 
         def place(unit, spare):
@@ -239,11 +256,7 @@ class SlackPlanner:
             big = [t for t in unit if prof.swappable[t] and prof.bytes[t] >= self.min_swap_bytes]
             if not big or sum(prof.bytes[t] for t in unit if t not in big) > spare:
                 return None
-            f = box[0].copy()
-            if all(f.insert(prof.item[t], deadline) for t in big):
-                box[0] = f
-                return big
-            return None
+            return big if fifo.insert_all([prof.item[t] for t in big], deadline) else None
 
         rec, swapped = keep_greedy(prof.graph, prof.fwd, prof.pset, pool, prof.bytes, need, place)
         for t in rec:
@@ -251,7 +264,6 @@ class SlackPlanner:
         for t in swapped:
             dec[t] = S
         evicted |= rec | swapped
-        fifo.items, fifo.ends = box[0].items, box[0].ends
 
     def _swap_order(self, prof: _Profile, pool, order: str | None = None) -> list[int]:
         key = {"rebuild_per_byte": lambda t: (-prof.rpb[t], t), "size": lambda t: (-prof.bytes[t], t),
@@ -276,9 +288,7 @@ class SlackPlanner:
     def _recompute(self, prof: _Profile, dec, evicted, left: float, pool) -> float:
         """Lazy greedy on marginal rebuild seconds per byte (the closure of re-run ops)."""
         rec = {t for t in evicted if dec[t] is R}   # swapped inputs come back by H2D
-        rerun: set[int] = set()
-        for t in rec:
-            rerun |= rerun_closure(prof.graph, t, rec, prof.pset)
+        rerun = rerun_union(prof.graph, rec, rec, prof.pset)
         heap = [(prof.rpb[t], t) for t in pool if t not in evicted and prof.recomputable[t]]
         heapq.heapify(heap)
         while heap and left > 0:
@@ -335,7 +345,7 @@ class SlackPlanner:
                 return dec, s
             evicted = {t for t, d in dec.items() if d is not K}
             before = dict(dec)
-            hot = over_budget(prof.problem, dec)   # resident where the memory is over the budget
+            hot = over_budget(prof.problem, dec, judge.schedule(dec))   # resident where over the budget
             for pool in ([t for t in prof.planning if t in hot], prof.planning):
                 if self.mode != "swap_only":
                     self._recompute(prof, dec, evicted, chunk, pool)
@@ -405,6 +415,8 @@ class _Profile:
         first_tail = next((op.id for op in g.ops if op.layer == last), len(g.ops)) if last is not None else len(g.ops)
         self.tail = {t for t in self.planning if self.producer[t] >= first_tail}
         self.body = [t for t in self.planning if t not in self.tail]
+        #: (deadline, order) -> (decisions, evicted, bytes left, Fifo) after the swap pass
+        self.slack_passes: dict = {}
 
     def body_for(self, keep_tail: bool) -> list[int]:
         return self.body if keep_tail else self.planning

@@ -59,6 +59,12 @@ def baseline_candidates(problem, mode: str, costly: bool | None = True) -> list[
     """Decisions of the planners of ``BASELINES[mode]`` on ``problem``: all (``costly=True``),
     all but ``COSTLY`` (False) or only ``COSTLY`` (None). A planner that refuses the graph (a
     chain-only planner on a graph without blocks) is skipped."""
+    return [dec for dec, _ in baseline_plans(problem, mode, costly)]
+
+
+def baseline_plans(problem, mode: str, costly: bool | None = True) -> list[tuple[dict, object]]:
+    """``baseline_candidates`` with each planner's ``Plan`` (its status and objective are the
+    simulator's, so a plan with nothing but decisions need not be simulated again)."""
     from ..base import get
 
     out = []
@@ -72,7 +78,7 @@ def baseline_candidates(problem, mode: str, costly: bool | None = True) -> list[
         dec = {t: plan.decisions.get(t, K) for t in problem.planning_ids}
         if (mode == "recompute_only" and S in dec.values()) or (mode == "swap_only" and R in dec.values()):
             continue
-        out.append(dec)
+        out.append((dec, plan))
     return out
 
 
@@ -89,13 +95,14 @@ def judge_all(cands, fitted: list, seen: list, evaluate) -> None:
             fitted.append((s, len(fitted), dec))
 
 
-def over_budget(problem, dec: dict) -> set[int]:
+def over_budget(problem, dec: dict, sched=None) -> set[int]:
     """Planning tensors resident (KEEP or SWAP in the forward pass) at a step where a lower bound
     of the accounted memory (``improve.memory_lower_bound``) exceeds the budget; empty when
-    the bound fits everywhere (then the plan fails on copy timing, not on residency)."""
+    the bound fits everywhere (then the plan fails on copy timing, not on residency). ``sched``:
+    the compiled schedule of ``dec`` when the caller has it."""
     from .improve import memory_lower_bound
 
-    sched, lb = memory_lower_bound(problem, dec)
+    sched, lb = memory_lower_bound(problem, dec, sched)
     sizes = problem.graph.tensors
     over = lb > problem.budget_bytes + 1e-9
     if not over.any():
@@ -143,8 +150,9 @@ def moves(prof, dec: dict, mode: str, few) -> list[dict]:
 def descend(judge, start: dict, best: float, prefetch: str, neighbours, passes: int) -> tuple[dict, float]:
     """First-improvement local search: apply each move of ``neighbours(cur)`` that strictly
     lowers the simulated step time; repeat while a pass improves, at most ``passes`` passes and
-    within the judge's simulation budget. Moves a memory lower bound proves infeasible are pruned
-    without a simulation."""
+    within the judge's simulation budget. Moves a memory lower bound proves infeasible, and moves
+    whose compute alone (``Judge.compute_bound``) is no faster than the current plan, are pruned
+    without a simulation (both counted in ``judge.pruned``)."""
     from .improve import issue_points
 
     cur = dict(start)
@@ -156,6 +164,9 @@ def descend(judge, start: dict, best: float, prefetch: str, neighbours, passes: 
             if all(cur[t] is d for t, d in m.items()):
                 continue
             cand = {**cur, **m}
+            if judge.compute_bound(cand) >= best * (1 - 1e-12):   # cannot strictly improve
+                judge.pruned += 1
+                continue
             s, _ = judge.score(cand, issue_points(judge.problem, cand, prefetch), prefilter=True)
             if s < best * (1 - 1e-12):
                 cur, best, improved = cand, s, True
