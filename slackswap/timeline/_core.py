@@ -66,6 +66,7 @@ class CostArrays:
         self.opt = float(c.optimizer_s)
         self.duplex = float(c.duplex_factor)
         self.tol = tol
+        self.ideal = c.ideal_step_s
 
 
 def _cached(obj, key: str, build):
@@ -545,58 +546,90 @@ def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, 
             recompute += E[s] - S[s]
 
     # ---- memory curve (actual times; frees before allocations at equal times) ----
-    ne = 0
+    # Events at a step's start or end (allocations at S[a], frees at E[f]) are put in time order
+    # by a counting sort on 2 * step (+1 for an end): S[0] <= E[0] <= S[1] <= ... Only the release
+    # of a swapped source (at max(E[lf], end of its copy)) and the start of an H2D copy fall
+    # elsewhere; they are sorted apart and merged in. So the curve costs time linear in the events.
+    nb = 2 * steps
+    cnt = np.zeros(nb + 1, np.int64)
+    n_other = 0
     for i in range(ivb.shape[0]):
         if ivb[i] != 0:
-            ne += 2
+            cnt[2 * iva[i] + 1] += 1
+            cnt[2 * ivf[i] + 2] += 1
     for t in range(nt):
         if sw_lf[t] >= 0:
-            ne += 2
-            if sw_u[t] >= 0:
-                ne += 2
-    tt = np.empty(ne, np.float64)
-    bb = np.empty(ne, np.int64)
+            cnt[2 * producer[t] + 1] += 1
+            n_other += 1
+    for hi in range(nh):
+        cnt[2 * sw_f[hq[hi]] + 2] += 1
+        n_other += 1
+    for i in range(nb):
+        cnt[i + 1] += cnt[i]
+    st = np.empty(cnt[nb], np.float64)         # step events in time order
+    sb = np.empty(cnt[nb], np.int64)
+    for i in range(ivb.shape[0]):
+        if ivb[i] != 0:
+            k = cnt[2 * iva[i]]
+            st[k] = S[iva[i]]
+            sb[k] = ivb[i]
+            cnt[2 * iva[i]] += 1
+            k = cnt[2 * ivf[i] + 1]
+            st[k] = E[ivf[i]]
+            sb[k] = -ivb[i]
+            cnt[2 * ivf[i] + 1] += 1
+    ot = np.empty(n_other, np.float64)         # the other events
+    ob = np.empty(n_other, np.int64)
     e = 0
-    for i in range(ivb.shape[0]):
-        if ivb[i] != 0:
-            tt[e] = S[iva[i]]
-            bb[e] = ivb[i]
-            tt[e + 1] = E[ivf[i]]
-            bb[e + 1] = -ivb[i]
-            e += 2
     for t in range(nt):
         if sw_lf[t] >= 0:
-            tt[e] = S[producer[t]]
-            bb[e] = tbytes[t]
-            tt[e + 1] = max(E[sw_lf[t]], d2h_end[qpos[t]])
-            bb[e + 1] = -tbytes[t]
-            e += 2
+            k = cnt[2 * producer[t]]
+            st[k] = S[producer[t]]
+            sb[k] = tbytes[t]
+            cnt[2 * producer[t]] += 1
+            ot[e] = max(E[sw_lf[t]], d2h_end[qpos[t]])
+            ob[e] = -tbytes[t]
+            e += 1
     for hi in range(nh):
         t = hq[hi]
-        tt[e] = h2d_start[hi]
-        bb[e] = tbytes[t]
-        tt[e + 1] = E[sw_f[t]]
-        bb[e + 1] = -tbytes[t]
-        e += 2
+        k = cnt[2 * sw_f[t] + 1]
+        st[k] = E[sw_f[t]]
+        sb[k] = -tbytes[t]
+        cnt[2 * sw_f[t] + 1] += 1
+        ot[e] = h2d_start[hi]
+        ob[e] = tbytes[t]
+        e += 1
+    o = np.argsort(ot)
+    ne = st.shape[0] + n_other
+    tt = np.empty(ne, np.float64)
+    bb = np.empty(ne, np.int64)
+    a = 0
+    b = 0
+    for e in range(ne):
+        if b == n_other or (a < st.shape[0] and st[a] <= ot[o[b]]):
+            tt[e] = st[a]
+            bb[e] = sb[a]
+            a += 1
+        else:
+            tt[e] = ot[o[b]]
+            bb[e] = ob[o[b]]
+            b += 1
     times, curve = _curve(tt, bb, tol)
     return (0, 0, 0.0, S, E, d2h_start, d2h_end, h2d_start, h2d_end, issue, stall_f, stall_b,
             recompute, times, curve)
 
 
 @njit(cache=True)
-def _curve(tt, bb, tol):
-    """The reference's memory curve: events sorted by time, times within ``tol`` of the previous
-    one form a group, each group ordered by bytes (frees first), then by time; times made
-    non-decreasing, bytes summed.
+def _curve(ts, bs, tol):
+    """The reference's memory curve from events sorted by time (``ts``, ``bs``; reordered in
+    place): times within ``tol`` of the previous one form a group, each group ordered by bytes
+    (frees first), then by time; times made non-decreasing, bytes summed.
 
     The reference sorts stably by time, then stably by (group, bytes). Its result depends only on
     the (time, bytes) pairs, not on their order in the input: events equal in group and bytes end
-    up ordered by time, and those equal in time too are indistinguishable. So an unstable sort by
-    time and a sort of each group by (bytes, time) give the same arrays."""
-    ne = tt.shape[0]
-    order = np.argsort(tt)
-    ts = tt[order]
-    bs = bb[order]
+    up ordered by time, and those equal in time too are indistinguishable. So any sort by time
+    followed by a sort of each group by (bytes, time) gives the same arrays."""
+    ne = ts.shape[0]
     a = 0
     while a < ne:                       # one group: [a, b)
         b = a + 1

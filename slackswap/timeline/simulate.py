@@ -80,7 +80,7 @@ class _Run:
             ga.n, self.kind, self.op, self.stage, need_pos, stage_first, iva, ivf, ivb, ga.bytes,
             ga.producer, sw_lf, first_use, last_use, self.hq, self.q, self.given_t, self.given_k,
             ca.fwd, ca.bwd, ca.d2h, ca.h2d, ca.opt, ca.duplex, float(problem.budget_bytes), ca.tol)
-        self.ga, self.g = ga, g
+        self.ga, self.g, self.ideal = ga, g, ca.ideal
 
     def _from_schedule(self, ga, sched: Schedule, nt: int):
         """The core's arrays of a ``Schedule`` compiled by ``compile_schedule``."""
@@ -163,7 +163,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
     if detail:
         events = _events(run)
     return SimResult(
-        feasible=True, step_time_s=step_time, ideal_step_time_s=problem.ideal_step_s,
+        feasible=True, step_time_s=step_time, ideal_step_time_s=run.ideal,
         peak_bytes=int(run.curve.max()) if run.curve.size else 0, budget_bytes=budget,
         compute_s=step_time - stall_f - stall_b - recompute,
         recompute_s=recompute, stall_fwd_s=stall_f, stall_bwd_s=stall_b,
