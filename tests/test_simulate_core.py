@@ -20,7 +20,7 @@ from slackswap import CostModel, Decision, Plan, Problem
 from slackswap.errors import PlanError
 from slackswap.synthetic import chain, mixed_dag, random_dag, residual_block
 from slackswap.timeline import _core, compile_schedule, reference
-from slackswap.timeline.simulate import _DEC_CODE, _KINDS, issue_points, simulate
+from slackswap.timeline.simulate import _KINDS, _dec_code, issue_points, simulate
 
 REL = 1e-12
 TIMES = ("step_time_s", "compute_s", "recompute_s", "stall_fwd_s", "stall_bwd_s")
@@ -158,7 +158,7 @@ def test_compiled_schedule_matches_compile_schedule():
             s = compile_schedule(p.graph, plan.decisions, plan.hold_points)
             dec = np.zeros(len(p.graph.tensors), np.int64)
             for t, d in plan.decisions.items():
-                dec[t] = _DEC_CODE[d]
+                dec[t] = _dec_code()[d]
             hold = np.full(len(p.graph.tensors), ga.n - 1, np.int64)
             for t, k in plan.hold_points.items():
                 hold[t] = k

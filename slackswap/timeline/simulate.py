@@ -14,20 +14,35 @@ compilation and timing); ``reference.py`` is the plain-Python statement of the s
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from ..errors import PlanError
 from ..plan import Decision, Plan, validate
-from . import _core
 from .reference import default_issue_points, time_tolerance
 from .result import Event, SimResult
 from .schedule import BWD, FWD, OPT, REC, Schedule, default_d2h_order
 
 _KINDS = (FWD, REC, BWD, OPT)                    # indexed by _core.K_*
 _KIND_CODE = {k: i for i, k in enumerate(_KINDS)}
-_DEC_CODE = {Decision.KEEP: _core.D_KEEP, Decision.SWAP: _core.D_SWAP, Decision.RECOMPUTE: _core.D_OTHER}
+
+
+@functools.cache
+def _compiled():
+    """The compiled core, imported at the first simulation: ``import slackswap`` does not load
+    numba (about half a second)."""
+    from . import _core
+
+    return _core
+
+
+@functools.cache
+def _dec_code() -> dict:
+    """Decision -> the core's code."""
+    c = _compiled()
+    return {Decision.KEEP: c.D_KEEP, Decision.SWAP: c.D_SWAP, Decision.RECOMPUTE: c.D_OTHER}
 
 
 def _ints(values, count: int) -> np.ndarray:
@@ -39,16 +54,17 @@ class _Run:
     timed by the core."""
 
     def __init__(self, problem, plan: Plan, schedule: Schedule | None):
+        _core = _compiled()
         g = problem.graph
         ga = _core.graph_arrays(g)
         ca = _core.cost_arrays(problem.costs, time_tolerance)
         nt = len(ga.producer)
         decs = plan.decisions
         keys = _ints(decs.keys(), len(decs))
-        codes = _ints(map(_DEC_CODE.__getitem__, decs.values()), len(decs))
+        codes = _ints(map(_dec_code().__getitem__, decs.values()), len(decs))
         dec = np.zeros(nt, np.int64)
         dec[keys] = codes
-        self.codes = codes
+        self.codes, self.core = codes, _core
         if schedule is None:
             hold = np.full(nt, ga.n - 1, np.int64)
             if plan.hold_points:
@@ -111,9 +127,9 @@ class _Run:
 
     def counts(self) -> dict[str, int]:
         """``plan.counts()`` from the decision codes."""
-        c = np.bincount(self.codes, minlength=3)
-        return {Decision.KEEP.value: int(c[_core.D_KEEP]), Decision.SWAP.value: int(c[_core.D_SWAP]),
-                Decision.RECOMPUTE.value: int(c[_core.D_OTHER])}
+        c, k = np.bincount(self.codes, minlength=3), self.core
+        return {Decision.KEEP.value: int(c[k.D_KEEP]), Decision.SWAP.value: int(c[k.D_SWAP]),
+                Decision.RECOMPUTE.value: int(c[k.D_OTHER])}
 
 
 def issue_points(problem, plan: Plan, *, schedule: Schedule | None = None) -> dict[int, int]:
