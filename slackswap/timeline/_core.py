@@ -394,7 +394,13 @@ def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, 
     # ---- default issue points (reference.default_issue_points) for the copies left open ----
     n_open = nh - given_t.shape[0]
     if n_open > 0:
-        mem = fixed.copy()     # read only under a finite budget, so only kept up to date then
+        # memory so far (fixed plus the copies placed): a max segment tree, read and updated only
+        # under a finite budget
+        mx, ad, size_p = _tree(fixed if finite else fixed[:0])
+        depth = 1
+        while (1 << depth) <= size_p:
+            depth += 1
+        stack = np.empty(4 * (2 * depth + 2), np.int64)
         k_prev = n - 1
         for hi in range(nh):
             t = hq[hi]
@@ -409,19 +415,11 @@ def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, 
                     k = k_prev
                 else:
                     # the earliest step a0 in [lo, f] with max(mem[a0..f]) + size <= budget: the
-                    # condition holds on a suffix, so scan from f back until it fails
+                    # condition holds on a suffix of [lo, f], which starts after the last step
+                    # where it fails (-1: none fits, even at f)
                     lo = stage_first[k_prev]
-                    a0 = -1
-                    run = mem[f]
-                    i = f
-                    while i >= lo:
-                        if mem[i] > run:
-                            run = mem[i]
-                        if float(run + size) <= limit:
-                            a0 = i
-                            i -= 1
-                        else:
-                            break
+                    j = _last_over(mx, ad, size_p, lo, f, size, limit, stack)
+                    a0 = lo if j < 0 else (-1 if j == f else j + 1)
                     if a0 >= 0:
                         k0 = stage[a0]
                         k = k0 if stage_first[k0] == a0 else k0 - 1
@@ -431,8 +429,7 @@ def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, 
                 k = max(min(k, k_prev), ju)
                 issue[t] = k
             if finite:
-                for i in range(stage_first[k], f + 1):
-                    mem[i] += size
+                _tree_add(mx, ad, size_p, stage_first[k], f + 1, size)
             k_prev = k
 
     # ---- accounted memory: fixed plus every copy back from its issue stage to its last use ----
@@ -655,3 +652,84 @@ def _curve(ts, bs, tol):
         if ts[i] < ts[i - 1]:
             ts[i] = ts[i - 1]
     return ts, np.cumsum(bs)
+
+
+# ---- a max segment tree with range add, for the default issue points ----
+# Node p (root 1, leaves size_p + i) holds mx[p] = the max of its subtree counting the adds of the
+# subtree's nodes (ad[p]: an add applied to all of p's subtree), but not of p's ancestors: the
+# true max is mx[p] plus the ad of every proper ancestor. Adds are never pushed down.
+
+_NONE = -(2 ** 62)   # padding leaves: below any memory
+
+
+@njit(cache=True)
+def _tree(values):
+    size_p = 1
+    while size_p < values.shape[0]:
+        size_p *= 2
+    mx = np.full(2 * size_p, _NONE, np.int64)
+    ad = np.zeros(2 * size_p, np.int64)
+    mx[size_p:size_p + values.shape[0]] = values
+    for p in range(size_p - 1, 0, -1):
+        mx[p] = max(mx[2 * p], mx[2 * p + 1])
+    return mx, ad, size_p
+
+
+@njit(cache=True)
+def _tree_add(mx, ad, size_p, lo, hi, v):
+    """Add ``v`` to the values at ``lo .. hi - 1``: to the O(log n) nodes covering the range,
+    then recompute the maxima of their ancestors."""
+    if lo >= hi:
+        return
+    a = lo + size_p
+    b = hi + size_p
+    while a < b:
+        if a & 1:
+            mx[a] += v
+            ad[a] += v
+            a += 1
+        if b & 1:
+            b -= 1
+            mx[b] += v
+            ad[b] += v
+        a //= 2
+        b //= 2
+    for p in (lo + size_p, hi - 1 + size_p):
+        p //= 2
+        while p >= 1:
+            mx[p] = max(mx[2 * p], mx[2 * p + 1]) + ad[p]
+            p //= 2
+
+
+@njit(cache=True)
+def _last_over(mx, ad, size_p, lo, hi, size, limit, stack):
+    """The largest j in [lo, hi] whose value plus ``size`` exceeds ``limit`` (compared as the
+    reference does, in float64), or -1. A depth-first search from the root, right child first, that
+    skips every node whose max fits or whose span misses [lo, hi]: the first leaf it reaches is
+    the answer, after O(log n) nodes. (Not recursive: numba's cache cannot load recursive
+    functions.) ``stack``: room for 4 * (2 * depth + 2) entries."""
+    top = 0
+    stack[0] = 1           # node, its span [pl, pr], the adds of its proper ancestors
+    stack[1] = 0
+    stack[2] = size_p - 1
+    stack[3] = 0
+    top = 4
+    while top > 0:
+        top -= 4
+        p, pl, pr, above = stack[top], stack[top + 1], stack[top + 2], stack[top + 3]
+        if pr < lo or hi < pl or float(mx[p] + above + size) <= limit:
+            continue
+        if pl == pr:
+            return pl
+        mid = (pl + pr) // 2
+        above += ad[p]
+        stack[top] = 2 * p              # left child, searched after the right one
+        stack[top + 1] = pl
+        stack[top + 2] = mid
+        stack[top + 3] = above
+        stack[top + 4] = 2 * p + 1
+        stack[top + 5] = mid + 1
+        stack[top + 6] = pr
+        stack[top + 7] = above
+        top += 8
+    return -1
