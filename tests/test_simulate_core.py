@@ -47,6 +47,8 @@ def assert_same(p, plan, detail=True, schedule=None):
     assert (a.feasible, a.reason, a.peak_bytes, a.budget_bytes, a.swapped_bytes, a.counts) == \
         (b.feasible, b.reason, b.peak_bytes, b.budget_bytes, b.swapped_bytes, b.counts)
     assert a.ideal_step_time_s == b.ideal_step_time_s
+    for f in (*TIMES, "peak_bytes", "swapped_bytes"):   # the same Python types (printed the same)
+        assert type(getattr(a, f)) is type(getattr(b, f)), f
     for f in TIMES:
         assert _close(getattr(a, f), getattr(b, f)), (f, getattr(a, f), getattr(b, f))
     assert len(a.events) == len(b.events)

@@ -50,8 +50,6 @@ class GraphArrays:
         self.out_ptr, self.out_idx = _csr([op.outputs for op in g.ops])
         self.sv_ptr, self.sv_idx = _csr([tuple(dict.fromkeys(op.saves)) for op in g.ops])
         self.ws = np.array([op.workspace_bytes for op in g.ops], np.int64)
-        # default D2H order (schedule.default_d2h_order): producer, then position in its outputs
-        self.out_order = self.out_idx.copy()
         self.op_names = [op.name for op in g.ops]
 
 

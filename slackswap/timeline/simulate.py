@@ -174,7 +174,9 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
     if run.code == 3:
         raise PlanError(f"plan.d2h_order: tensor {run.a} cannot be copied out before it is needed")
     step_time = float(run.E[-1])
-    stall_f, stall_b, recompute = float(run.stall_f), float(run.stall_b), float(run.recompute)
+    stall_f, stall_b = float(run.stall_f), float(run.stall_b)
+    # the reference's sum over recompute steps: the integer 0 when there are none
+    recompute = float(run.recompute) if (run.kind == run.core.K_REC).any() else 0
     events: tuple[Event, ...] = ()
     if detail:
         events = _events(run)
