@@ -203,6 +203,8 @@ _NO_JIT = """
 import numpy as np, sys
 sys.path.insert(0, {tests!r})
 from test_simulate_core import _problems, _budgets, random_plan, assert_same
+from slackswap.timeline import _core
+assert not hasattr(_core.time_core, "py_func"), "the core is still compiled"
 rng = np.random.default_rng(3)
 for p0, _ in _problems()[:8]:
     budgets = _budgets(p0, rng)
