@@ -3,10 +3,11 @@ reference simulator (``reference.py``) on integer arrays, in two numba-compiled 
 
 ``compile_core`` turns the decisions into the step sequence and the fixed lifetimes (docs/timeline.md
 sections 1-3), ``time_core`` gives every step and copy its times, the issue points, the waits and
-the memory curve (sections 3-4). Both follow the reference line by line; where they do something
-differently (an explicit stack for the recursion of ``need``, difference arrays for memory, a heap
-for the pending D2H sources) the comments say why the result is the same. The arrays of a graph
-and of a cost model are built once per object (``graph_arrays``, ``cost_arrays``).
+the memory curve (sections 3-4). Both follow the reference step by step; where they compute
+something differently (an explicit stack for the recursion of ``need``, difference arrays for
+memory, a heap for the pending D2H sources, a max segment tree for the default issue points, a
+counting sort for the memory events) the comments say why the result is the same. The arrays of a
+graph and of a cost model are built once per object (``graph_arrays``, ``cost_arrays``).
 
 Memory is counted in int64 (bytes are whole numbers, and the reference's float64 sums of them are
 exact below 2**53); times are float64 and summed in the reference's order, so they are equal.
