@@ -202,7 +202,7 @@ def validate(problem, plan: Plan) -> None:
     g = problem.graph
     if plan.problem_key is not None and plan.problem_key != problem.key:
         raise PlanError(f"plan: made for another problem (key {plan.problem_key}, this problem {problem.key})")
-    planning = {t.id for t in g.planning_tensors()}
+    planning = set(problem.planning_ids)
     got = set(plan.decisions)
     missing, extra = sorted(planning - got), sorted(got - planning)
     if missing:

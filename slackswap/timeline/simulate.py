@@ -6,95 +6,130 @@ them back in FIFO order of first backward use. Every compute step, at its start,
 against the budget; when over, it waits for pending D2H copies (oldest first) to free their
 sources. Nothing here is approximate: the waits and times are max-plus expressions of the plan's
 decisions and the cost model, so the MILP can reproduce them exactly.
+
+This module turns a plan into integer arrays and runs the compiled core (``_core.py``: schedule
+compilation and timing); ``reference.py`` is the plain-Python statement of the same rules, and
+``tests/test_simulate_core.py`` checks that both give the same results.
 """
 
 from __future__ import annotations
 
-import bisect
+import functools
 import math
 
 import numpy as np
 
 from ..errors import PlanError
 from ..plan import Decision, Plan, validate
+from .reference import default_issue_points, time_tolerance
 from .result import Event, SimResult
-from .schedule import BWD, FWD, REC, Schedule, compile_schedule
+from .schedule import BWD, FWD, OPT, REC, Schedule, default_d2h_order
 
-_EPS = 1e-9   # bytes (whole numbers, summed exactly in float64)
-_REL = 1e-9   # times: tolerance relative to the problem's time horizon, so units do not matter
-
-
-def time_tolerance(costs) -> float:
-    """Two times closer than this are equal: ``_REL`` times the longest any simulated timeline can
-    be (every step and copy one after another, recompute counted twice), so scaling every time
-    by one factor changes no comparison."""
-    horizon = (2 * sum(costs.fwd_s) + sum(costs.bwd_s) + costs.optimizer_s + sum(costs.d2h_s)
-               + sum(costs.h2d_s) / costs.duplex_factor)
-    return _REL * horizon
+_KINDS = (FWD, REC, BWD, OPT)                    # indexed by _core.K_*
+_KIND_CODE = {k: i for i, k in enumerate(_KINDS)}
 
 
-def default_issue_points(sched: Schedule, sizes, budget: float, base: np.ndarray,
-                         given: dict[int, int] | None = None) -> dict[int, int]:
-    """Issue every H2D copy as early as the budget allows (docs/timeline.md, 3).
+@functools.cache
+def _compiled():
+    """The compiled core, imported at the first simulation: ``import slackswap`` does not load
+    numba (about half a second)."""
+    from . import _core
 
-    Copies are taken in H2D queue order. A copy in ``given`` (the plan's issue points) keeps its
-    stage; any other gets the earliest backward stage, no earlier than the previous copy's, from
-    which its bytes fit under ``budget`` on every step up to its last use, given ``base`` (fixed
-    memory, swapped tensors' forward lives already released) plus the copies before it in the
-    queue. A copy that fits nowhere gets the stage of its first use. So giving a copy the stage
-    this rule would choose changes nothing.
-    """
-    given = given or {}
-    mem = base.astype(np.float64).copy()
-    n = sched.n_fwd
-    out: dict[int, int] = {}
-    k_prev = n - 1
-    for t in sched.h2d_queue():
-        u, f = sched.swap_bwd[t]
-        ju = sched.stage[u]
-        if t in given:
-            k = out[t] = given[t]
-            mem[sched.stage_first_step[k]:f + 1] += sizes[t]
-            k_prev = k
-            continue
-        lo = sched.stage_first_step[k_prev]
-        k = ju
-        if budget == math.inf:
-            k = k_prev
+    return _core
+
+
+@functools.cache
+def _dec_code() -> dict:
+    """Decision -> the core's code."""
+    c = _compiled()
+    return {Decision.KEEP: c.D_KEEP, Decision.SWAP: c.D_SWAP, Decision.RECOMPUTE: c.D_OTHER}
+
+
+def _ints(values, count: int) -> np.ndarray:
+    return np.fromiter(values, np.int64, count)
+
+
+class _Run:
+    """One plan on one problem as arrays, its schedule compiled (or taken from ``schedule``) and
+    timed by the core."""
+
+    def __init__(self, problem, plan: Plan, schedule: Schedule | None):
+        _core = _compiled()
+        g = problem.graph
+        ga = _core.graph_arrays(g)
+        ca = _core.cost_arrays(problem.costs, time_tolerance)
+        nt = len(ga.producer)
+        decs = plan.decisions
+        keys = _ints(decs.keys(), len(decs))
+        codes = _ints(map(_dec_code().__getitem__, decs.values()), len(decs))
+        dec = np.zeros(nt, np.int64)
+        dec[keys] = codes
+        self.codes, self.core = codes, _core
+        if schedule is None:
+            hold = np.full(nt, ga.n - 1, np.int64)
+            if plan.hold_points:
+                hold[_ints(plan.hold_points.keys(), len(plan.hold_points))] = _ints(
+                    plan.hold_points.values(), len(plan.hold_points))
+            (self.kind, self.op, self.stage, need_pos, stage_first, iva, ivf, ivb, first_use,
+             last_use, self.hq) = _core.compile_core(
+                ga.n, ga.producer, ga.bytes, ga.requires_grad, ga.last_fwd, ga.in_ptr, ga.in_idx,
+                ga.out_ptr, ga.out_idx, ga.sv_ptr, ga.sv_idx, ga.ws, dec, hold)
+            swapped = dec == _core.D_SWAP
+            sw_lf = np.where(swapped, np.maximum(ga.last_fwd, ga.producer), -1)
+            default_q = ga.out_idx[swapped[ga.out_idx]]   # production order, then output position
         else:
-            seg = mem[lo:f + 1]
-            rmax = np.maximum.accumulate(seg[::-1])[::-1]   # rmax[i] = max(mem[lo+i .. f])
-            ok = np.nonzero(rmax + sizes[t] <= budget + _EPS)[0]
-            if ok.size:
-                a0 = lo + int(ok[0])
-                k0 = sched.stage[a0]
-                k = k0 if sched.stage_first_step[k0] == a0 else k0 - 1
-                k = max(min(k, k_prev), ju)
-                if sched.stage_first_step[k] > sched.stage_first_step[ju]:
-                    k = ju
-        k = max(min(k, k_prev), ju)
-        out[t] = k
-        mem[sched.stage_first_step[k]:f + 1] += sizes[t]
-        k_prev = k
-    return out
+            (need_pos, stage_first, iva, ivf, ivb, first_use, last_use, sw_lf) = self._from_schedule(
+                ga, schedule, nt)
+            default_q = None
+        if plan.d2h_order is not None:
+            self.q = np.array(plan.d2h_order, np.int64)
+        elif default_q is not None:
+            self.q = default_q
+        else:
+            self.q = np.array(default_d2h_order(g, schedule.swap_fwd), np.int64)
+        self.given_t = _ints(plan.issue_points.keys(), len(plan.issue_points))
+        self.given_k = _ints(plan.issue_points.values(), len(plan.issue_points))
+        self.sw_lf = sw_lf
+        (self.code, self.a, self.x, self.S, self.E, self.d2h_start, self.d2h_end, self.h2d_start,
+         self.h2d_end, self.issue, self.stall_f, self.stall_b, self.recompute, self.times,
+         self.curve) = _core.time_core(
+            ga.n, self.kind, self.op, self.stage, need_pos, stage_first, iva, ivf, ivb, ga.bytes,
+            ga.producer, sw_lf, first_use, last_use, self.hq, self.q, self.given_t, self.given_k,
+            ca.fwd, ca.bwd, ca.d2h, ca.h2d, ca.opt, ca.duplex, float(problem.budget_bytes), ca.tol)
+        self.ga, self.g, self.ideal = ga, g, ca.ideal
 
+    def _from_schedule(self, ga, sched: Schedule, nt: int):
+        """The core's arrays of a ``Schedule`` compiled by ``compile_schedule``."""
+        self.kind = np.array([_KIND_CODE[k] for k in sched.kinds], np.int64)
+        self.op = np.array(sched.ops, np.int64)
+        self.stage = np.array(sched.stage, np.int64)
+        stage_first = np.array([sched.stage_first_step[k] for k in range(sched.n_fwd)], np.int64)
+        iv = np.array([iv[:3] for iv in sched.intervals], np.int64).reshape(-1, 3)
+        self.hq = np.array(sched.h2d_queue(), np.int64)
+        hpos = {t: i for i, t in enumerate(self.hq.tolist())}
+        need_pos = np.array([max((hpos[t] for t in u), default=-1) for u in sched.uses], np.int64)
+        first_use = np.full(nt, -1, np.int64)
+        last_use = np.full(nt, -1, np.int64)
+        for t, (u, f) in sched.swap_bwd.items():
+            first_use[t], last_use[t] = u, f
+        sw_lf = np.full(nt, -1, np.int64)
+        for t, (_, lf) in sched.swap_fwd.items():
+            sw_lf[t] = lf
+        return (need_pos, stage_first, np.ascontiguousarray(iv[:, 0]), np.ascontiguousarray(iv[:, 1]),
+                np.ascontiguousarray(iv[:, 2]), first_use, last_use, sw_lf)
 
-def _issue_points(sched: Schedule, plan: Plan, sizes, budget: float):
-    """Memory of the fixed lives (swapped tensors' forward lives included) and the issue point of
-    every swapped tensor: the plan's, the open ones placed by ``default_issue_points``."""
-    n = sched.n_fwd
-    fixed = sched.static_memory().astype(np.float64)
-    for t, (p, lf) in sched.swap_fwd.items():
-        fixed[p:lf + 1] += sizes[t]
-    issue = dict(plan.issue_points)
-    for t, k in issue.items():
-        ju = sched.stage[sched.swap_bwd[t][0]]
-        if k < ju:
+    def raise_bad_issue_point(self) -> None:
+        """The reference's ``PlanError`` for an issue point after the first use (code 1)."""
+        if self.code == 1:
+            t, k, ju = int(self.given_t[self.a]), int(self.given_k[self.a]), int(self.x)
             raise PlanError(f"plan.issue_points[{t}]: stage {k} is after the first backward use "
-                            f"(stage {ju}); allowed {ju}..{n - 1}")
-    if len(issue) < len(sched.swap_bwd):   # place the copies the plan leaves open
-        issue = default_issue_points(sched, sizes, budget, fixed, given=issue)
-    return fixed, issue
+                            f"(stage {ju}); allowed {ju}..{self.ga.n - 1}")
+
+    def counts(self) -> dict[str, int]:
+        """``plan.counts()`` from the decision codes."""
+        c, k = np.bincount(self.codes, minlength=3), self.core
+        return {Decision.KEEP.value: int(c[k.D_KEEP]), Decision.SWAP.value: int(c[k.D_SWAP]),
+                Decision.RECOMPUTE.value: int(c[k.D_OTHER])}
 
 
 def issue_points(problem, plan: Plan, *, schedule: Schedule | None = None) -> dict[int, int]:
@@ -102,16 +137,14 @@ def issue_points(problem, plan: Plan, *, schedule: Schedule | None = None) -> di
     it: the plan's own where it gives one, else the default of docs/timeline.md section 3.
     ``schedule``: as for ``simulate``."""
     validate(problem, plan)
-    sched = _schedule(problem.graph, plan, schedule)
-    sizes = [t.bytes for t in problem.graph.tensors]
-    return _issue_points(sched, plan, sizes, float(problem.budget_bytes))[1]
+    run = _Run(problem, plan, _schedule(problem.graph, schedule))
+    run.raise_bad_issue_point()
+    return {t: int(run.issue[t]) for t in run.hq.tolist()}
 
 
-def _schedule(g, plan: Plan, schedule: Schedule | None) -> Schedule:
-    """``schedule`` when given (a schedule of ``g``: ``PlanError`` otherwise), else compiled."""
-    if schedule is None:
-        return compile_schedule(g, plan.decisions, plan.hold_points)
-    if schedule.n_fwd != len(g.ops):
+def _schedule(g, schedule: Schedule | None) -> Schedule | None:
+    """``schedule`` when it is one of ``g`` (``PlanError`` otherwise), or None."""
+    if schedule is not None and schedule.n_fwd != len(g.ops):
         raise PlanError(f"schedule=...: not a schedule of {g.name!r} ({schedule.n_fwd} forward steps, "
                         f"{len(g.ops)} ops)")
     return schedule
@@ -128,154 +161,55 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
     it is trusted to be that one (only its number of forward steps is checked: ``PlanError``).
     """
     validate(problem, plan)
-    g, c = problem.graph, problem.costs
-    budget = float(problem.budget_bytes)
-    sched = _schedule(g, plan, schedule)
-    sizes = [t.bytes for t in g.tensors]
-    n = sched.n_fwd
-    steps = sched.n_steps
-
-    tol = time_tolerance(c)
-    fixed, issue = _issue_points(sched, plan, sizes, budget)
-    acc = fixed.copy()   # accounted memory per step, pending D2H sources excluded
-    for t, k in issue.items():
-        acc[sched.stage_first_step[k]:sched.swap_bwd[t][1] + 1] += sizes[t]
-
-    # ---- D2H queue ----
-    q = list(plan.d2h_order) if plan.d2h_order is not None else sched.d2h_queue(g)
-    qpos = {t: i for i, t in enumerate(q)}
-    d2h_start = [math.nan] * len(q)
-    d2h_end = [math.nan] * len(q)
-    becomes_pending: dict[int, list[int]] = {}
-    for t, (_, lf) in sched.swap_fwd.items():
-        becomes_pending.setdefault(lf + 1, []).append(t)
-    h2dq = sched.h2d_queue()
-    h2d_start: dict[int, float] = {}
-    h2d_end: dict[int, float] = {}
-    hq_next = 0
-
-    S = [0.0] * steps
-    E = [0.0] * steps
-    ready = [0.0] * steps   # ready time of each step: reached and done waiting for memory
-    fwd_s, bwd_s = c.fwd_s, c.bwd_s
-    qi = 0
-    prev_d2h = 0.0
-    prev_h2d = 0.0
-    pend: list[int] = []          # queue positions pending (forward use over, not yet released)
-    pend_bytes = 0.0
-    stall_f = stall_b = 0.0
-    t_prev = 0.0
-    d2h_starts_sorted: list[float] = []
-    for s in range(steps):
-        for t in becomes_pending.get(s, ()):
-            bisect.insort(pend, qpos[t])
-            pend_bytes += sizes[t]
-        reached = t_prev
-        # release sources whose copy has ended
-        while pend and not math.isnan(d2h_end[pend[0]]) and d2h_end[pend[0]] <= reached + tol:
-            pend_bytes -= sizes[q[pend.pop(0)]]
-        need = acc[s] + pend_bytes
-        start = reached
-        while need > budget + _EPS:
-            if not pend or math.isnan(d2h_end[pend[0]]):
-                kind = sched.kinds[s]
-                name = g.ops[sched.ops[s]].name if sched.ops[s] >= 0 else "optimizer"
-                return _infeasible(problem, plan, f"step {s} ({kind} {name}) needs {int(need)} bytes "
-                                   f"> budget {int(budget)} with no pending copy left to free")
-            i = pend.pop(0)
-            start = max(start, d2h_end[i])
-            pend_bytes -= sizes[q[i]]
-            need -= sizes[q[i]]
-        ready[s] = start
-        # H2D copies this step waits for (FIFO: every earlier copy in the queue first)
-        for t in sched.uses[s]:
-            while t not in h2d_end:
-                x = h2dq[hq_next]
-                hq_next += 1
-                i = qpos[x]
-                if math.isnan(d2h_end[i]):
-                    raise PlanError(f"plan.d2h_order: tensor {x} cannot be copied out before it is needed")
-                hs = max(ready[sched.stage_first_step[issue[x]]], d2h_end[i], prev_h2d)
-                dur = c.h2d_s[x]
-                if c.duplex_factor < 1 and _busy(d2h_starts_sorted, d2h_end, hs, tol):
-                    dur /= c.duplex_factor
-                h2d_start[x], h2d_end[x] = hs, hs + dur
-                prev_h2d = hs + dur
-            start = max(start, h2d_end[t])
-        S[s] = start
-        kind, op = sched.kinds[s], sched.ops[s]
-        dur = fwd_s[op] if kind in (FWD, REC) else bwd_s[op] if kind == BWD else c.optimizer_s
-        E[s] = start + dur
-        if s < n:
-            stall_f += start - t_prev
-        else:
-            stall_b += start - t_prev
-        t_prev = E[s]
-        if kind == FWD:  # copies of this step's swapped outputs (and any now unblocked) join the queue
-            while qi < len(q) and g.tensors[q[qi]].producer <= s:
-                ds = max(E[g.tensors[q[qi]].producer], prev_d2h)
-                d2h_start[qi], d2h_end[qi] = ds, ds + c.d2h_s[q[qi]]
-                prev_d2h = d2h_end[qi]
-                d2h_starts_sorted.append(ds)
-                qi += 1
-
-    # ---- memory curve (actual times; frees before allocations at equal times) ----
-    ev_t: list[float] = []
-    ev_b: list[float] = []
-    for a, f, b, _ in sched.intervals:
-        if b:
-            ev_t += (S[a], E[f])
-            ev_b += (b, -b)
-    for t, (p, lf) in sched.swap_fwd.items():
-        ev_t += (S[p], max(E[lf], d2h_end[qpos[t]]))
-        ev_b += (sizes[t], -sizes[t])
-    for t, (_, f) in sched.swap_bwd.items():
-        ev_t += (h2d_start[t], E[f])
-        ev_b += (sizes[t], -sizes[t])
-    tt = np.asarray(ev_t)
-    bb = np.asarray(ev_b)
-    order = np.argsort(tt, kind="stable")
-    tt, bb = tt[order], bb[order]
-    same = np.cumsum(np.diff(tt, prepend=-math.inf) > tol)   # times within tol of the previous are equal
-    order = np.lexsort((bb, same))
-    tt, bb = np.maximum.accumulate(tt[order]), bb[order]
-    curve = np.cumsum(bb)
-    peak = int(round(curve.max())) if curve.size else 0
-
-    recompute = sum(E[s] - S[s] for s in range(steps) if sched.kinds[s] == REC)
-    step_time = E[-1]
+    run = _Run(problem, plan, _schedule(problem.graph, schedule))
+    run.raise_bad_issue_point()
+    g, budget = run.g, float(problem.budget_bytes)
+    if run.code == 2:
+        s = run.a
+        o = int(run.op[s])
+        name = g.ops[o].name if o >= 0 else "optimizer"
+        return _infeasible(problem, run.counts(),
+                           f"step {s} ({_KINDS[run.kind[s]]} {name}) needs {int(run.x)} bytes "
+                           f"> budget {int(budget)} with no pending copy left to free")
+    if run.code == 3:
+        raise PlanError(f"plan.d2h_order: tensor {run.a} cannot be copied out before it is needed")
+    step_time = float(run.E[-1])
+    stall_f, stall_b = float(run.stall_f), float(run.stall_b)
+    # the reference's sum over recompute steps: the integer 0 when there are none
+    recompute = float(run.recompute) if (run.kind == run.core.K_REC).any() else 0
     events: tuple[Event, ...] = ()
     if detail:
-        evs = []
-        for s in range(steps):
-            op = sched.ops[s]
-            name = g.ops[op].name if op >= 0 else "optimizer"
-            evs.append(Event(S[s], E[s], "compute", f"{sched.kinds[s]}:{name}", sched.kinds[s],
-                             op if op >= 0 else None))
-        for i, t in enumerate(q):
-            evs.append(Event(d2h_start[i], d2h_end[i], "d2h", f"d2h:{g.tensors[t].name}", "d2h", None, t))
-        for t in h2dq:
-            evs.append(Event(h2d_start[t], h2d_end[t], "h2d", f"h2d:{g.tensors[t].name}", "h2d", None, t))
-        events = tuple(evs)
+        events = _events(run)
     return SimResult(
-        feasible=True, step_time_s=step_time, ideal_step_time_s=problem.ideal_step_s,
-        peak_bytes=peak, budget_bytes=budget, compute_s=step_time - stall_f - stall_b - recompute,
+        feasible=True, step_time_s=step_time, ideal_step_time_s=run.ideal,
+        peak_bytes=int(run.curve.max()) if run.curve.size else 0, budget_bytes=budget,
+        compute_s=step_time - stall_f - stall_b - recompute,
         recompute_s=recompute, stall_fwd_s=stall_f, stall_bwd_s=stall_b,
-        swapped_bytes=sum(sizes[t] for t in sched.swap_fwd), counts=plan.counts(), events=events,
-        memory_times=tt if detail else np.zeros(0), memory_bytes=curve if detail else np.zeros(0),
-        reason="")
+        swapped_bytes=int(run.ga.bytes[run.sw_lf >= 0].sum()), counts=run.counts(), events=events,
+        memory_times=run.times if detail else np.zeros(0),
+        memory_bytes=run.curve if detail else np.zeros(0), reason="")
 
 
-def _busy(starts_sorted, d2h_end, t: float, tol: float) -> bool:
-    """Is the D2H engine copying at time ``t``? (copies are FIFO, so starts are sorted)"""
-    i = bisect.bisect_right(starts_sorted, t) - 1
-    return i >= 0 and d2h_end[i] > t + tol
+def _events(run: _Run) -> tuple[Event, ...]:
+    """Compute steps, then D2H copies in queue order, then H2D copies in queue order."""
+    g = run.g
+    names = run.ga.op_names
+    evs = []
+    for a, e, k, o in zip(run.S.tolist(), run.E.tolist(), run.kind.tolist(), run.op.tolist(), strict=True):
+        kind = _KINDS[k]
+        evs.append(Event(a, e, "compute", f"{kind}:{names[o] if o >= 0 else 'optimizer'}", kind,
+                         o if o >= 0 else None))
+    for t, a, e in zip(run.q.tolist(), run.d2h_start.tolist(), run.d2h_end.tolist(), strict=True):
+        evs.append(Event(a, e, "d2h", f"d2h:{g.tensors[t].name}", "d2h", None, t))
+    for t, a, e in zip(run.hq.tolist(), run.h2d_start.tolist(), run.h2d_end.tolist(), strict=True):
+        evs.append(Event(a, e, "h2d", f"h2d:{g.tensors[t].name}", "h2d", None, t))
+    return tuple(evs)
 
 
-def _infeasible(problem, plan: Plan, reason: str) -> SimResult:
+def _infeasible(problem, counts: dict[str, int], reason: str) -> SimResult:
     return SimResult(feasible=False, step_time_s=math.inf, ideal_step_time_s=problem.ideal_step_s,
-                     peak_bytes=0, budget_bytes=float(problem.budget_bytes), counts=plan.counts(),
+                     peak_bytes=0, budget_bytes=float(problem.budget_bytes), counts=counts,
                      reason=reason)
 
 
-__all__ = ["simulate", "default_issue_points", "issue_points", "Decision"]
+__all__ = ["simulate", "default_issue_points", "issue_points", "time_tolerance"]
