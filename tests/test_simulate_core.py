@@ -179,6 +179,24 @@ def test_compiled_schedule_matches_compile_schedule():
             assert need_pos.tolist() == [max((pos[t] for t in u), default=-1) for u in s.uses]
 
 
+def test_memory_bound_equals_the_compiled_schedules_sum():
+    """``memory_bound`` (the searches' prefilter, on the core's schedule) gives, step by step, the
+    bytes that summing ``compile_schedule``'s schedule gives (``slack.improve.memory_lower_bound``)
+    on random decisions, and so prunes exactly the plans it pruned."""
+    from slackswap.planners.slack.improve import memory_lower_bound
+    from slackswap.timeline.simulate import memory_bound
+
+    rng = np.random.default_rng(3)
+    swapped = 0
+    for p, _ in _problems():
+        for _ in range(10):
+            dec = dict(random_plan(rng, p).decisions)
+            swapped += any(d is Decision.SWAP for d in dec.values())
+            a, b = memory_bound(p, dec), memory_lower_bound(p, dec)[1]
+            assert a.dtype == b.dtype and a.tolist() == b.tolist()
+    assert swapped >= 20
+
+
 def test_bad_plans_raise_the_reference_messages():
     p = Problem.build("tiny", "a100-80gb", 0.6)
     swaps = {t: Decision.SWAP for t in p.planning_ids}

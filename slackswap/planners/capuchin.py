@@ -17,10 +17,10 @@ backward use: ``FT = sum(fwd_s[last_fwd+1:]) + sum(bwd_s[first_bwd+1:])``. Its s
    simulator says the plan fits (exponential then binary search over the prefix length, which
    assumes fitting is monotone in the prefix; the result always fits if it says FEASIBLE), and
    keeps the rest. If even the whole list does not fit, that plan is returned, INFEASIBLE.
-   A prefix whose accounted memory a lower bound already puts over the budget (the slack
-   planner's ``memory_lower_bound``, on the forward steps first: ``ForwardBound``, no schedule
-   compiled), and keep-all under a budget below its peak, are known not to fit without a
-   simulation.
+   A prefix whose accounted memory a lower bound already puts over the budget
+   (``timeline.memory_bound``, on the forward steps first: the slack planner's
+   ``ForwardBound``), and keep-all under a budget below its peak, are known not to fit without
+   a simulation.
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ class Capuchin:
         self.min_swap_bytes = check_params("capuchin", self.Params, min_swap_bytes=min_swap_bytes).min_swap_bytes
 
     def plan(self, problem) -> Plan:
-        from .slack.improve import ForwardBound, memory_lower_bound
+        from ..timeline.simulate import memory_bound
+        from .slack.improve import ForwardBound
 
         t0 = time.perf_counter()
         order = eviction_order(problem, self.min_swap_bytes)
@@ -119,10 +120,10 @@ class Capuchin:
             d = decisions(k)
             if fwd.over(d):
                 return False   # the forward steps alone are over (no schedule compiled)
-            sched, lb = memory_lower_bound(problem, d)
+            lb = memory_bound(problem, d)
             if lb.size and lb.max() > problem.budget_bytes + 1e-9:
                 return False   # a lower bound of the accounted memory is over: the simulator says infeasible
-            sims[k] = simulate(problem, Plan(d, problem_key=problem.key), detail=False, schedule=sched)
+            sims[k] = simulate(problem, Plan(d, problem_key=problem.key), detail=False)
             return sims[k].fits
 
         n = len(order)

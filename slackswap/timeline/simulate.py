@@ -132,6 +132,38 @@ class _Run:
                 Decision.RECOMPUTE.value: int(c[k.D_OTHER])}
 
 
+def memory_bound(problem, decisions) -> np.ndarray:
+    """Bytes counted at every step of the schedule of ``decisions`` (tensor id -> Decision, no hold
+    points) whatever the copy timing: the fixed lives (``Schedule.static_memory``) plus each
+    swapped tensor over its forward life and from its first to its last backward use, which its
+    issue stage can only extend (docs/timeline.md section 4). A lower bound of the accounted
+    memory at every step: over the budget anywhere, the simulator finds the plan infeasible.
+    Computed on the compiled core's schedule, equal to summing ``compile_schedule``'s (whole
+    bytes, exact), without building a ``Schedule``."""
+    _core = _compiled()
+    ga = _core.graph_arrays(problem.graph)
+    nt = len(ga.producer)
+    codes = _dec_code()
+    dec = np.zeros(nt, np.int64)
+    if decisions:
+        dec[_ints(decisions.keys(), len(decisions))] = _ints(map(codes.__getitem__, decisions.values()),
+                                                             len(decisions))
+    hold = np.full(nt, ga.n - 1, np.int64)
+    (kind, _, _, _, _, iva, ivf, ivb, first_use, last_use, _) = _core.compile_core(
+        ga.n, ga.producer, ga.bytes, ga.requires_grad, ga.last_fwd, ga.in_ptr, ga.in_idx,
+        ga.out_ptr, ga.out_idx, ga.sv_ptr, ga.sv_idx, ga.ws, dec, hold)
+    steps = len(kind)
+    swapped = np.nonzero(dec == _core.D_SWAP)[0]
+    back = swapped[first_use[swapped] >= 0]
+    starts = np.concatenate((iva, ga.producer[swapped], first_use[back]))
+    ends = np.concatenate((ivf, np.maximum(ga.last_fwd[swapped], ga.producer[swapped]), last_use[back]))
+    weights = np.concatenate((ivb, ga.bytes[swapped], ga.bytes[back]))
+    diff = np.zeros(steps + 1, np.int64)
+    np.add.at(diff, starts, weights)
+    np.add.at(diff, ends + 1, -weights)
+    return np.cumsum(diff[:-1]).astype(np.float64)
+
+
 def issue_points(problem, plan: Plan, *, schedule: Schedule | None = None) -> dict[int, int]:
     """The issue point (backward stage) of every swapped tensor of ``plan`` as ``simulate`` uses
     it: the plan's own where it gives one, else the default of docs/timeline.md section 3.
@@ -212,4 +244,4 @@ def _infeasible(problem, counts: dict[str, int], reason: str) -> SimResult:
                      reason=reason)
 
 
-__all__ = ["simulate", "default_issue_points", "issue_points", "time_tolerance"]
+__all__ = ["simulate", "default_issue_points", "issue_points", "memory_bound", "time_tolerance"]

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...plan import Decision, Plan
 from ...timeline import compile_schedule, simulate
-from ...timeline.simulate import time_tolerance
+from ...timeline.simulate import memory_bound, time_tolerance
 
 
 def rerun_closure(graph, t: int, evicted: set[int], planning: set[int]) -> set[int]:
@@ -157,14 +157,14 @@ class Judge:
     """Counts and caches simulator calls (detail=False); the simulator is the only judge.
 
     ``score(..., prefilter=True)`` first sums a lower bound of the simulator's accounted memory
-    on the forward steps (``ForwardBound``, no schedule compiled), then compiles the schedule
-    and sums it at every step (docs/timeline.md section 4: fixed lifetimes,
-    swapped tensors' forward lives, and every prefetched copy from its first backward use to its
-    last use, which its issue stage can only extend). If the bound exceeds the budget anywhere
-    the simulator would report the plan infeasible, so it is scored ``inf`` without a
-    simulation (counted in ``pruned``, not in ``calls``). The schedule of the last plan scored is
-    kept (``schedule``), so neither the simulation nor a later bound compiles it again; a score
-    the caller already has (a baseline planner's own simulation) is ``record``-ed, not simulated."""
+    on the forward steps (``ForwardBound``), then at every step (``timeline.memory_bound``, on
+    the simulator's compiled core: docs/timeline.md section 4: fixed lifetimes, swapped
+    tensors' forward lives, and every prefetched copy from its first backward use to its last
+    use, which its issue stage can only extend). If the bound exceeds the budget anywhere the
+    simulator would report the plan infeasible, so it is scored ``inf`` without a simulation
+    (counted in ``pruned``, not in ``calls``). ``schedule`` compiles a ``Schedule`` (kept for the
+    last plan asked) for the callers that need its steps; a score the caller already has (a
+    baseline planner's own simulation) is ``record``-ed, not simulated."""
 
     def __init__(self, problem, max_sims: int):
         self.problem, self.max_sims, self.calls, self.pruned = problem, max_sims, 0, 0
@@ -216,14 +216,13 @@ class Judge:
             return self.cache[key]
         if prefilter and self._fwd is None:
             self._fwd = ForwardBound(self.problem)
-        if prefilter and (self._fwd.over(decisions) or not _under_budget(
-                self.problem, memory_lower_bound(self.problem, decisions, self.schedule(decisions))[1])):
+        if prefilter and (self._fwd.over(decisions)
+                          or not _under_budget(self.problem, memory_bound(self.problem, decisions))):
             self.pruned += 1
             self.cache[key] = (math.inf, None)
             return self.cache[key]
         self.calls += 1
-        r = simulate(self.problem, Plan(decisions, issue_points=issue), detail=False,
-                     schedule=self.schedule(decisions))
+        r = simulate(self.problem, Plan(decisions, issue_points=issue), detail=False)
         s = r.step_time_s if (r.feasible and r.fits) else math.inf
         self.cache[key] = (s, r)
         return s, r
@@ -233,7 +232,8 @@ def memory_lower_bound(problem, decisions: dict, sched=None):
     """``(schedule, bytes per step)``: a lower bound of the accounted memory at every step (see
     ``Judge``): what the schedule holds whatever the copy timing, plus each swapped tensor while
     its D2H source and its H2D destination must be resident. ``sched``: the decisions' compiled
-    schedule when the caller has it."""
+    schedule when the caller has it. The bytes equal ``timeline.memory_bound``'s, which the
+    searches use (no ``Schedule`` built); this one is for callers that need the schedule too."""
     sched = sched if sched is not None else compile_schedule(problem.graph, decisions)
     lb = sched.static_memory().astype(float)
     sizes = problem.graph.tensors
@@ -257,7 +257,7 @@ class ForwardBound:
         self.n, self.budget = len(g.ops), problem.budget_bytes
         self.planning = list(problem.planning_ids)
         keep = dict.fromkeys(self.planning, Decision.KEEP)
-        self.base = memory_lower_bound(problem, keep)[1][:self.n]
+        self.base = memory_bound(problem, keep)[:self.n]
         self.after = np.array([max(g.last_forward_use(t), g.tensors[t].producer) + 1 for t in self.planning], int)
         self.bytes = np.array([g.tensors[t].bytes for t in self.planning], float)
 
@@ -270,7 +270,7 @@ class ForwardBound:
 def memory_may_fit(problem, decisions: dict) -> bool:
     """False only if the simulator must find ``decisions`` infeasible: a lower bound of the
     accounted memory exceeds the budget at some step."""
-    return _under_budget(problem, memory_lower_bound(problem, decisions)[1])
+    return _under_budget(problem, memory_bound(problem, decisions))
 
 
 def _under_budget(problem, lb) -> bool:
@@ -296,8 +296,8 @@ def recompute_fit(problem, max_tensors: int = 64) -> dict | None:
     pset = set(planning)
     dec = {t: Decision.KEEP for t in planning}
 
-    def peak(d) -> float:
-        mem = compile_schedule(g, d).static_memory()
+    def peak(d) -> float:   # keep/recompute only: the static memory, exact
+        mem = memory_bound(problem, d)
         return float(mem.max()) if mem.size else 0.0
 
     def rerun_cost(evicted: set[int]) -> float:
