@@ -1,7 +1,7 @@
 """SlackSwap: plan activation memory (keep / swap / recompute) for one transformer training step.
 
 Data flows one way: models -> Graph -> (Hardware) -> CostModel -> Problem -> planner -> Plan ->
-simulate -> SimResult -> experiments -> report. See DESIGN.md and docs/.
+simulate -> SimResult -> experiments -> report. See docs/.
 """
 
 from .costs import CostModel

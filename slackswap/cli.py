@@ -1,4 +1,4 @@
-"""Command line: ``slackswap models | hardware | graph ...`` (DESIGN.md section 6).
+"""Command line: ``slackswap models | hardware | graph ...`` (docs/experiments.md).
 
 Each subcommand is one ``@command`` function taking the parsed arguments and a rich ``Console``,
 returning an exit code; its options are declared by the ``configure`` function passed to the

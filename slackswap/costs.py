@@ -1,4 +1,4 @@
-"""CostModel: a Graph (+ Hardware) -> seconds per op and per transfer (DESIGN.md section 4).
+"""CostModel: a Graph (+ Hardware) -> seconds per op and per transfer (docs/models.md, "FLOPs and bytes").
 
 Three modes:
 
@@ -99,7 +99,7 @@ ADAM_TRAFFIC = 2.0
 
 
 def op_seconds(graph: Graph, hardware, dtype: str | None = None):
-    """Roofline seconds per op: ``(fwd, bwd)`` as numpy arrays (DESIGN.md section 4).
+    """Roofline seconds per op: ``(fwd, bwd)`` as numpy arrays (docs/models.md).
 
     For an op of kind k with F FLOPs and B bytes of HBM traffic (forward: ``fwd_flops``,
     ``fwd_bytes``; backward: ``bwd_flops``, ``bwd_bytes``, the op's own counts):

@@ -1,4 +1,4 @@
-"""Experiments: sweep grids of settings into one tidy pandas DataFrame (DESIGN.md section 6).
+"""Experiments: sweep grids of settings into one tidy pandas DataFrame (docs/experiments.md).
 
 One **run** = (model, hardware, link, spec overrides, budget, planner variant): build the
 ``Problem``, plan it, judge the plan with ``timeline.simulate``, and flatten everything into one

@@ -1,4 +1,4 @@
-"""The forward DAG of one training step: ``Tensor``, ``Op`` and ``Graph`` (DESIGN.md section 2).
+"""The forward DAG of one training step: ``Tensor``, ``Op`` and ``Graph``.
 
 Ids are small ints equal to the position in ``Graph.tensors`` / ``Graph.ops``; ops are listed in
 forward execution order, which must be a topological order. Sizes are bytes, work is FLOPs.

@@ -1,4 +1,4 @@
-"""GPU, host link and machine descriptions: ``Gpu``, ``Link``, ``Hardware`` (DESIGN.md 2, 3.4, 4).
+"""GPU, host link and machine descriptions: ``Gpu``, ``Link``, ``Hardware`` (docs/hardware.md).
 
 Presets live in ``data/hardware/<name>.toml`` (a GPU plus the name of a link preset) and
 ``data/hardware/links/<name>.toml`` (host <-> device links), in human units with a source for every
@@ -106,7 +106,7 @@ class Link:
     """Host <-> device link. Bandwidths are per direction, as measured (pinned memory, async copies).
 
     A copy of b > 0 bytes takes ``latency_s + b / bandwidth``. ``duplex_factor`` (0 < f <= 1)
-    scales the H2D bandwidth while the D2H engine is busy (1.0 = full duplex; DESIGN.md 3.4).
+    scales the H2D bandwidth while the D2H engine is busy (1.0 = full duplex; docs/hardware.md).
     ``theoretical_bytes_per_s`` is the per-direction signalling limit, for reference only.
     """
 

@@ -1,4 +1,4 @@
-"""Problem: the ONE input of every planner (DESIGN.md sections 2 and 3.5).
+"""Problem: the ONE input of every planner.
 
 A problem is a graph, its cost model, the hardware it came from and an activation-memory budget.
 ``Problem.build("gpt2-xl", "a100-80gb", budget=0.5)`` sets the budget to 50% of the keep-all

@@ -1,4 +1,4 @@
-"""Reports: tables (markdown / LaTeX / CSV) and figures from sweep rows (DESIGN.md section 6).
+"""Reports: tables (markdown / LaTeX / CSV) and figures from sweep rows (docs/experiments.md section 6).
 
 The only module that imports matplotlib. Figures are ``matplotlib.figure.Figure`` objects built
 without pyplot (no global state, no display needed: the Agg canvas renders them); they are saved
@@ -44,7 +44,7 @@ def reference_table(path=None):
 
     p = user_path(path) if path is not None else data_dir() / REFERENCE
     if not p.exists():
-        raise ConfigError(f"reference: {p} does not exist (the paper's table, DESIGN.md section 1)")
+        raise ConfigError(f"reference: {p} does not exist (the paper's table)")
     ref = pd.read_csv(p)
     need = {"model", "hardware", "budget", "throughput_ratio", "tolerance", "source"}
     if not need <= set(ref.columns):

@@ -1,4 +1,4 @@
-"""One table-driven suite over every registered planner (DESIGN.md section 9, STYLE.md 5)."""
+"""One table-driven suite over every registered planner (every planner under one contract)."""
 
 from __future__ import annotations
 

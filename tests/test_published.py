@@ -85,7 +85,7 @@ BUDGETS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 @pytest.fixture(scope="module")
 def best_other():
     """Per (model, budget): the shortest simulated step of any other heuristic's fitting plan
-    (and, on the way, each heuristic fits or says INFEASIBLE: DESIGN.md section 9),
+    (and, on the way, each heuristic fits or says INFEASIBLE),
     each heuristic planned and simulated once."""
     cache: dict = {}
 

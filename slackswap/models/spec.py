@@ -1,4 +1,4 @@
-"""``TransformerSpec``: the shape and training settings of one transformer (DESIGN.md section 2).
+"""``TransformerSpec``: the shape and training settings of one transformer (docs/models.md).
 
 Three families share one spec; the family fixes the block layout (docs/models.md):
 

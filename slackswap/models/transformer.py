@@ -15,7 +15,7 @@ saves (docs/models.md, measured with benchmarks/hf_fidelity.py): GPT-2's Python 
 intermediates, Llama's fp32 RMSNorm input copies and ``silu(gate)``, RoPE's cos/sin, fp32 softmax
 (Llama eager) and fp32 log-softmax (causal-LM loss), and the storage that views keep alive.
 
-Cost conventions (DESIGN.md section 4): a matmul ``(m x k) @ (k x n)`` does ``2mkn`` forward FLOPs
+Cost conventions (docs/models.md, "FLOPs and bytes"): a matmul ``(m x k) @ (k x n)`` does ``2mkn`` forward FLOPs
 and twice that backward; FlashAttention backward does 2.5x its forward (it recomputes ``QK^T``);
 attention FLOPs are counted dense (non-causal, the "model FLOPs" convention of Korthikanti/PaLM);
 memory-bound ops move ``inputs + outputs`` bytes forward and about twice that backward (read the

@@ -1,4 +1,4 @@
-"""Model presets: ``data/models/<name>.toml`` -> ``TransformerSpec`` (DESIGN.md sections 2 and 7).
+"""Model presets: ``data/models/<name>.toml`` -> ``TransformerSpec`` (docs/models.md).
 
 Every preset file lists every ``TransformerSpec`` field at top level plus a ``[sources]`` table
 with the source of every number; the file is parsed by ``ModelFile`` (a missing, unknown or

@@ -1,4 +1,4 @@
-"""Planners: ``get(name, **params)``, ``available()``, ``register(name)`` (DESIGN.md section 5)."""
+"""Planners: ``get(name, **params)``, ``available()``, ``register(name)`` (docs/planners.md)."""
 
 from .base import FunctionPlanner, Planner, Tags, available, get, make_plan, register, unregister
 

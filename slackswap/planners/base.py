@@ -1,4 +1,4 @@
-"""Planner protocol, tags and registry (DESIGN.md section 5).
+"""Planner protocol, tags and registry (docs/planners.md).
 
 A planner is a class with ``name``, ``tags`` and ``plan(problem) -> Plan``; its constructor only
 stores parameters. ``get("milp", time_limit_s=60)`` builds a registered planner by name.

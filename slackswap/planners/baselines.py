@@ -1,4 +1,4 @@
-"""Classic baselines (DESIGN.md section 5): keep-all, recompute-all, checkpoint-layers, swap-all.
+"""Classic baselines (docs/planners.md): keep-all, recompute-all, checkpoint-layers, swap-all.
 
 * ``keep-all``: every planning tensor KEEP (the no-limit reference).
 * ``recompute-all``: every recomputable planning tensor RECOMPUTE (others KEEP). Under the

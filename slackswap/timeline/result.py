@@ -1,4 +1,4 @@
-"""SimResult: what the simulator says about one plan (DESIGN.md section 2, contract)."""
+"""SimResult: what the simulator says about one plan (docs/timeline.md)."""
 
 from __future__ import annotations
 

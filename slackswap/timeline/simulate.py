@@ -1,4 +1,4 @@
-"""The timeline simulator: the single judge of every plan (docs/timeline.md, DESIGN.md section 3).
+"""The timeline simulator: the single judge of every plan (docs/timeline.md).
 
 Three engines: the compute stream runs the compiled step sequence; the D2H engine copies swapped
 tensors out in FIFO order (production order unless the plan gives another); the H2D engine copies

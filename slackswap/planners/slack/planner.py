@@ -1,4 +1,4 @@
-"""SlackSwap greedy planner ``slack`` (DESIGN.md section 1; paper arXiv 2610.13003).
+"""SlackSwap greedy planner ``slack`` (paper arXiv 2610.13003).
 
 The paper's idea: profile one step, treat the copy time that can be *hidden under forward
 computation* as a budget ("slack"), spend it swapping the activations most costly to rebuild,
@@ -94,7 +94,7 @@ class SlackPlanner:
     * ``prefetch``: ``"auto"`` (simulator default: as early as the budget allows),
       ``"first_use"`` (issue at the stage of first use) or ``"lookahead"`` (latest stage whose
       backward compute covers the copy).
-    * ``min_swap_bytes``: tensors smaller than this are never swapped (DESIGN.md 3.4; default
+    * ``min_swap_bytes``: tensors smaller than this are never swapped (default
       1 MiB: a 10 us copy latency makes smaller copies poor value).
     * ``keep_tail``: never evict the last block's tensors in the first pass (they are the first
       needed in backward; their copies could not end before the forward pass does anyway).
