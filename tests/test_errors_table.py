@@ -12,6 +12,7 @@ from test_hardware import GOOD as HW
 
 from slackswap import Problem, experiments, hardware, models, planners, profile, report
 from slackswap.errors import BudgetError, ConfigError, ParameterError, PlanError, UnknownNameError
+from slackswap.explore import Explorer
 from slackswap.hardware import load_link
 from slackswap.models import from_hf_config
 from slackswap.models.zoo import load_file, models_dir
@@ -289,7 +290,15 @@ def _api(problem):
     a100 = hardware.load("a100-80gb")
     changed = planners.get("milp")
     changed.allow_swap = "no"    # a parameter changed on the object is checked when it plans
+    ex = Explorer("tiny", "a100-80gb", budget=0.5, planner="slack")
     return [
+        (lambda: ex.update(budget=math.nan), BudgetError, "Explorer.update(budget): must be a fraction of the "
+         "keep-all activation peak in [0.1, 1]; got nan"),
+        (lambda: ex.update(budget=-0.2), BudgetError, "in [0.1, 1]; got -0.2"),
+        (lambda: ex.update(budget="half"), BudgetError, "Explorer.update(budget): must be a fraction"),
+        (lambda: ex.update(planner="milp"), ParameterError, "Explorer.update(planner): must be one of 'capuchin'"),
+        (lambda: ex.update(model="gpt5"), ParameterError, "Explorer.update(model): must be one of 'bert-large'"),
+        (lambda: ex.update(hardware=5), ParameterError, "Explorer.update(hardware): must be one of 'a100-40gb'"),
         (lambda: changed.plan(problem), ParameterError, "milp: allow_swap: expected true or false; got 'no'"),
         (lambda: Problem.build("tiny", 5), ParameterError, "Problem.build(hardware): expected a hardware preset name"),
         (lambda: Problem.build(5), ParameterError, "Problem.build(model): expected a model preset name"),
