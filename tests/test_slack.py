@@ -209,20 +209,21 @@ def test_memory_prefilter_never_prunes_a_fitting_plan(seed):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_forward_and_compute_bounds_hold(seed):
-    """ForwardBound is memory_lower_bound on the forward steps without a schedule (missing
+    """ForwardBound is timeline.memory_bound on the forward steps without a schedule (missing
     decisions count as evicted, as in compile_schedule), and Judge.compute_bound never exceeds
     the simulated step time (random decisions on random DAGs)."""
     import random
 
     import numpy as np
 
-    from slackswap.planners.slack.improve import ForwardBound, Judge, memory_lower_bound
+    from slackswap.planners.slack.improve import ForwardBound, Judge
+    from slackswap.timeline.simulate import memory_bound
     rng = random.Random(seed)
     p = _unit(random_dag(seed, 10, max_bytes=4), 0.5)
     n, fb, judge = len(p.graph.ops), ForwardBound(p), Judge(p, 1)
     for _ in range(40):
         dec = {t: rng.choice(list(Decision)) for t in p.planning_ids if rng.random() < 0.9}
-        lb = memory_lower_bound(p, dec)[1][:n]
+        lb = memory_bound(p, dec)[:n]
         drop = np.zeros(n + 1)
         for i, t in enumerate(fb.planning):
             if dec.get(t) is not Decision.KEEP:

@@ -162,14 +162,12 @@ class Judge:
     tensors' forward lives, and every prefetched copy from its first backward use to its last
     use, which its issue stage can only extend). If the bound exceeds the budget anywhere the
     simulator would report the plan infeasible, so it is scored ``inf`` without a simulation
-    (counted in ``pruned``, not in ``calls``). ``schedule`` compiles a ``Schedule`` (kept for the
-    last plan asked) for the callers that need its steps; a score the caller already has (a
-    baseline planner's own simulation) is ``record``-ed, not simulated."""
+    (counted in ``pruned``, not in ``calls``). A score the caller already has (a baseline
+    planner's own simulation) is ``record``-ed, not simulated."""
 
     def __init__(self, problem, max_sims: int):
         self.problem, self.max_sims, self.calls, self.pruned = problem, max_sims, 0, 0
         self.cache: dict = {}
-        self._sched: tuple = (None, None)
         self._pset = set(problem.planning_ids)
         self._fwd: ForwardBound | None = None   # built at the first prefiltered score
         self.tol, self.ideal = time_tolerance(problem.costs), problem.ideal_step_s
@@ -191,13 +189,6 @@ class Judge:
     @staticmethod
     def _key(decisions: dict, issue: dict) -> tuple:
         return tuple(sorted(decisions.items())), tuple(sorted(issue.items()))   # tensor ids are unique
-
-    def schedule(self, decisions: dict):
-        """``compile_schedule(problem.graph, decisions)``, compiled once for the last plan asked."""
-        key = self._key(decisions, {})[0]
-        if self._sched[0] != key:
-            self._sched = (key, compile_schedule(self.problem.graph, decisions))
-        return self._sched[1]
 
     def record(self, decisions: dict, issue: dict, seconds: float, result=None) -> None:
         """Cache the score of a plan the caller has simulated already (``seconds``: its step time
@@ -228,29 +219,12 @@ class Judge:
         return s, r
 
 
-def memory_lower_bound(problem, decisions: dict, sched=None):
-    """``(schedule, bytes per step)``: a lower bound of the accounted memory at every step (see
-    ``Judge``): what the schedule holds whatever the copy timing, plus each swapped tensor while
-    its D2H source and its H2D destination must be resident. ``sched``: the decisions' compiled
-    schedule when the caller has it. The bytes equal ``timeline.memory_bound``'s, which the
-    searches use (no ``Schedule`` built); this one is for callers that need the schedule too."""
-    sched = sched if sched is not None else compile_schedule(problem.graph, decisions)
-    lb = sched.static_memory().astype(float)
-    sizes = problem.graph.tensors
-    spans = [(a, b, sizes[t].bytes) for t, (a, b) in (*sched.swap_fwd.items(), *sched.swap_bwd.items())]
-    if spans:   # each swapped tensor's bytes on steps a..b: a difference array, summed (exact: whole bytes)
-        a, b, w = np.array(spans, dtype=np.int64).T
-        n = lb.size + 1
-        lb += np.cumsum(np.bincount(a, w, n) - np.bincount(b + 1, w, n))[:-1]
-    return sched, lb
-
-
 class ForwardBound:
-    """``memory_lower_bound`` on the forward steps, without compiling a schedule. There a
+    """``timeline.memory_bound`` on the forward steps, without compiling a schedule. There a
     planning tensor's decision only sets how long it stays: KEEP past the forward pass, SWAP and
     RECOMPUTE (or no decision) until its last forward use, so the bound at forward step ``i`` is
     keep-all's less the bytes of every evicted tensor last used before ``i`` (whole bytes: exact).
-    ``over(decisions)``: this bound, hence ``memory_lower_bound``, exceeds the budget."""
+    ``over(decisions)``: this bound, hence ``memory_bound``, exceeds the budget."""
 
     def __init__(self, problem):
         g = problem.graph

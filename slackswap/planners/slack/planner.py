@@ -345,7 +345,7 @@ class SlackPlanner:
                 return dec, s
             evicted = {t for t, d in dec.items() if d is not K}
             before = dict(dec)
-            hot = over_budget(prof.problem, dec, judge.schedule(dec))   # resident where over the budget
+            hot = over_budget(prof.problem, dec)   # resident where over the budget
             for pool in ([t for t in prof.planning if t in hot], prof.planning):
                 if self.mode != "swap_only":
                     self._recompute(prof, dec, evicted, chunk, pool)

@@ -97,16 +97,18 @@ def judge_all(cands, fitted: list, seen: list, evaluate) -> None:
 
 def over_budget(problem, dec: dict, sched=None) -> set[int]:
     """Planning tensors resident (KEEP or SWAP in the forward pass) at a step where a lower bound
-    of the accounted memory (``improve.memory_lower_bound``) exceeds the budget; empty when
+    of the accounted memory (``timeline.memory_bound``) exceeds the budget; empty when
     the bound fits everywhere (then the plan fails on copy timing, not on residency). ``sched``:
     the compiled schedule of ``dec`` when the caller has it."""
-    from .improve import memory_lower_bound
+    from ...timeline import compile_schedule
+    from ...timeline.simulate import memory_bound
 
-    sched, lb = memory_lower_bound(problem, dec, sched)
+    lb = memory_bound(problem, dec)
     sizes = problem.graph.tensors
     over = lb > problem.budget_bytes + 1e-9
     if not over.any():
         return set()
+    sched = sched if sched is not None else compile_schedule(problem.graph, dec)
     hot = np.concatenate(([0], np.cumsum(over)))     # hot[f + 1] - hot[a]: over-budget steps in [a, f]
     ops = problem.graph.ops
     last: dict[int, int] = {}
