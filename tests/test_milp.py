@@ -652,9 +652,9 @@ def test_the_aggregated_floor_changes_no_optimum(monkeypatch):
     docs/milp.md section 5) when that MILP leaves a gap. Forced here (the aggregated MILP first at
     every size, the incumbent search off) on the nine cases of the table where it is added at
     ``duplex_factor`` 1 and 0.85 (where the model's time is a relaxation), 18 plans (was the
-    whole table, whose other 21 cases add no floor: the aggregated MILP closes the gap, or no
-    plan fits): wherever the floor was added, the planner returns brute force's optimum,
-    proven."""
+    whole table, whose other 21 cases add no floor at either factor: the aggregated bound, or
+    the ideal step, proves the incumbent and the exact model is not built, or no plan fits):
+    wherever the floor was added, the planner returns brute force's optimum, proven."""
     from slackswap.planners.milp import planner as mod
 
     monkeypatch.setattr(mod, "_IMPROVE_EXACT_MIN", 0)
