@@ -12,22 +12,53 @@ from slackswap.graph import Graph, Op, Tensor
 from slackswap.synthetic import chain
 
 
-def _chain40():
-    """A 40-op unit chain at 0.25: 39 planning tensors, taken past the exact model by ``BEYOND``
+def _chain36():
+    """A 36-op unit chain at 0.25: 35 planning tensors, taken past the exact model by ``BEYOND``
     (the 48-op chain used before was past the default ``max_exact_tensors=40``). Of 16, 24, 32,
-    40 and 48 ops the smallest where, with swaps off, dp-checkpoint's plan is the fastest
-    heuristic one and the aggregated MILP's decisions do not fit (the properties below); the
-    48-op chain took 1.7 times as long in these tests."""
-    g = chain(40)
+    40 and 48 ops 40 was the smallest where, with swaps off, dp-checkpoint's plan is the fastest
+    heuristic one and the aggregated MILP's decisions do not fit (the properties below); of 33
+    to 40 ops 36, 37 and 40 (at 33, 34, 35, 38 and 39 no single-level heuristic plan fits). The
+    40-op chain took 1.1-1.4 times as long per planner run, the 48-op one 1.7 times."""
+    g = chain(36)
     return Problem(g, CostModel.unit(g)).with_budget(0.25)
+
+
+@pytest.fixture(scope="module")
+def chain36():
+    """``_chain36()``, one object for the module, with the aggregated MILPs solved for it
+    (``_reusing_aggregates``)."""
+    return _chain36(), {}
+
+
+def _reusing_aggregates(monkeypatch, chain36):
+    """``chain36``'s problem, with ``bounds.aggregate_bound`` solving each aggregated MILP of it
+    (the same arguments) once per module: beyond the exact model and without a time limit the
+    planner solves the same three MILPs whatever ``allow_swap`` and ``warm_start`` (a work
+    limit: the same result on every solve), so the tests after the first reuse them."""
+    import slackswap.bounds as B
+
+    p, seen = chain36
+    real = B.aggregate_bound
+
+    def once(problem, *a, **k):
+        if problem is not p:
+            return real(problem, *a, **k)
+        key = (a, tuple(sorted(k.items())))
+        if key not in seen:
+            seen[key] = real(problem, *a, **k)
+        return seen[key]
+
+    monkeypatch.setattr(B, "aggregate_bound", once)
+    return p
 
 
 BEYOND = {"max_exact_tensors": 0}
 
 
-def test_beyond_exact_a_heuristic_plan_is_an_incumbent_not_infeasible():
-    """40-layer unit chain at 0.25, swaps off: dp-checkpoint fits, so INFEASIBLE would be false."""
-    p = _chain40()
+def test_beyond_exact_a_heuristic_plan_is_an_incumbent_not_infeasible(monkeypatch, chain36):
+    """36-op unit chain at 0.25 (was 40), swaps off: dp-checkpoint fits, so INFEASIBLE would be
+    false."""
+    p = _reusing_aggregates(monkeypatch, chain36)
     dp = simulate(p, planners.get("dp-checkpoint").plan(p))
     assert dp.fits
     mp = planners.get("milp", allow_swap=False, **BEYOND).plan(p)
@@ -38,10 +69,11 @@ def test_beyond_exact_a_heuristic_plan_is_an_incumbent_not_infeasible():
     assert "incumbent: dp-checkpoint's plan" in mp.info.message
 
 
-def test_no_plan_found_is_not_a_proof_of_infeasibility():
+def test_no_plan_found_is_not_a_proof_of_infeasibility(monkeypatch, chain36):
     """Without a warm start and with the aggregated MILP's decisions forbidden (they swap), nothing
-    fits, but the relaxation is feasible: the planner says so rather than INFEASIBLE."""
-    p = _chain40()
+    fits, but the relaxation is feasible: the planner says so rather than INFEASIBLE (36-op
+    chain, was 40)."""
+    p = _reusing_aggregates(monkeypatch, chain36)
     mp = planners.get("milp", allow_swap=False, warm_start=False, **BEYOND).plan(p)
     assert mp.info.status is Status.NO_PLAN_FOUND, mp.info.message
     assert "not proven" in mp.info.message
@@ -49,8 +81,8 @@ def test_no_plan_found_is_not_a_proof_of_infeasibility():
         p, planners.get("dp-checkpoint").plan(p)).step_time_s
 
 
-def test_exact_path_stopped_without_a_plan_says_no_plan_found():
-    p = _chain40()
+def test_exact_path_stopped_without_a_plan_says_no_plan_found(chain36):
+    p, _ = chain36
     mp = planners.get("milp", allow_swap=False, warm_start=False, max_exact_tensors=100, time_limit_s=2).plan(p)
     assert mp.info.status is Status.NO_PLAN_FOUND, mp.info.message
     assert mp.info.lower_bound is not None and "time limit" in mp.info.message
@@ -286,13 +318,13 @@ def _option(h, name):
     return v[-1] if isinstance(v, tuple) else v
 
 
-def test_exact_path_without_swaps_starts_from_every_heuristic():
-    """Swaps off, exact model on a 40-layer chain: the warm start is dp-checkpoint's plan
+def test_exact_path_without_swaps_starts_from_every_heuristic(chain36):
+    """Swaps off, exact model on a 36-op chain (was 40): the warm start is dp-checkpoint's plan
     (keep-all and recompute-all do not fit; every heuristic is tried, no time limit: the same on
     any machine). Under a short limit the exact path returns a plan no slower than it, or, when
     the machine is so loaded that the limit ends the warm start before dp-checkpoint is tried,
     says that no plan was found (never INFEASIBLE)."""
-    p = _chain40()
+    p, _ = chain36
     dp = simulate(p, planners.get("dp-checkpoint").plan(p))
     exact = planners.get("milp", allow_swap=False, max_exact_tensors=100)
     warm, src = exact._warm(p)
