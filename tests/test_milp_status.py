@@ -261,8 +261,8 @@ def test_scip_runs_beside_the_planner_under_a_time_limit_on_the_full_size_path(m
 def test_the_default_under_a_time_limit_runs_scip_beside_and_returns_in_time(monkeypatch):
     """The same with the real SCIP (OR-Tools): GPT-2 8 layers at 0.8 (above 80 planning tensors)
     under a 6 s limit (was 8; ``BACKGROUND_SCIP_MIN_S`` lowered to it; at 5 s SCIP still
-    reported its node and bound in 5 of 5 runs on the 2-core machine at a load of 7, at 3 s not
-    always) returns within the limit and a margin, with a bound that holds; the message records
+    reported its nodes and bound in 4 of 4 runs on the 2-core machine at a load of about 7, at
+    3 s in 1 of 2) returns within the limit and a margin, with a bound that holds; the message records
     SCIP's nodes and bound, which holds too and is the planner's where it is kept. The planner
     and SCIP run until the limit: its CPU time is about twice the limit."""
     pytest.importorskip("ortools")
