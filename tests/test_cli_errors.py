@@ -182,7 +182,7 @@ def test_outputs_are_checked_before_any_work(tmp_path, monkeypatch, capsys):
 def _main_to_file(argv, path, monkeypatch, columns):
     """``main(argv)`` in this process with stdout a file (not a terminal) and ``COLUMNS`` set or
     unset; returns the exit code. ``python -m slackswap`` itself: test_cli.py and the Ctrl-C test."""
-    with monkeypatch.context() as m, open(path, "w") as fh:
+    with open(path, "w") as fh, monkeypatch.context() as m:
         if columns is None:
             m.delenv("COLUMNS", raising=False)
         else:
@@ -192,7 +192,8 @@ def _main_to_file(argv, path, monkeypatch, columns):
 
 
 def test_compare_output_redirected_is_never_truncated(tmp_path, monkeypatch, capsys):
-    """stdout a file (not a terminal), with and without a narrow COLUMNS: every cell whole."""
+    """stdout a file (not a terminal), with and without a narrow COLUMNS: every cell whole
+    (``main`` in this process, stdout the file; ``python -m slackswap``: test_cli.py)."""
     for columns in (None, "40"):
         out = tmp_path / "out.txt"
         rc = _main_to_file(["compare", "--model", "tiny", "--budget", "0.5",
@@ -205,7 +206,8 @@ def test_compare_output_redirected_is_never_truncated(tmp_path, monkeypatch, cap
 
 
 def test_robustness_table_redirected_is_never_truncated(tmp_path, monkeypatch, capsys):
-    """The commands added beside compare print whole tables too (narrow COLUMNS, no terminal)."""
+    """The commands added beside compare print whole tables too (narrow COLUMNS, no terminal;
+    ``main`` in this process, stdout a file)."""
     out = tmp_path / "out.txt"
     rc = _main_to_file(["robustness", "--model", "tiny", "--budget", "0.5", "--planners", "slack,checkpoint-layers",
                         "--samples", "3", "--noise", "0,0.1"], out, monkeypatch, "40")
