@@ -49,7 +49,7 @@ import re
 import time
 
 from slackswap import Problem
-from slackswap.plan import Decision, Plan
+from slackswap.core.plan import Decision, Plan
 from slackswap.planners.milp.improve import pair_search, variants
 from slackswap.planners.slack.improve import Judge
 from slackswap.timeline import simulate

@@ -18,7 +18,7 @@ from slackswap.bounds import (
     lower_bound,
     probe_bound,
 )
-from slackswap.synthetic import chain, mixed_dag, random_dag, residual_block
+from slackswap.experiments.synthetic import chain, mixed_dag, random_dag, residual_block
 
 
 @st.composite
@@ -1041,7 +1041,7 @@ def _residual_stack(seed: int):
     Random compute, copy times and budget. Seeded."""
     import random
 
-    from slackswap.graph import Graph, Op, Tensor
+    from slackswap.core.graph import Graph, Op, Tensor
 
     rng = random.Random(seed)
     tensors, ops = [Tensor(0, "in", 0, None, kind="input")], []
@@ -1080,7 +1080,7 @@ def _sibling_graph(branch_first: bool, c_saved: bool = False, head_reads_c: bool
     ``d`` in the head's stage re-runs p (which reads ``a``), s and add, in the add's input order.
     ``c`` is unsaved, or with ``c_saved`` saved by add too (a RECOMPUTE candidate), and with
     ``head_reads_c`` also read and saved (first) by the head."""
-    from slackswap.graph import Graph, Op, Tensor
+    from slackswap.core.graph import Graph, Op, Tensor
 
     tensors = (Tensor(0, "in", 1, None, kind="input"), Tensor(1, "a", 6, 0), Tensor(2, "b", 1, 1),
                Tensor(3, "c", 1, 2), Tensor(4, "d", 1, 3), Tensor(5, "logits", 2, 4), Tensor(6, "l", 0, 5, kind="loss"))
@@ -1121,7 +1121,7 @@ def test_the_readers_own_later_inputs_re_run_before_the_read():
     decisions says 19 s too. Counting s as a re-run after the read (a rule that followed input
     order at the reader too) makes it 22 s, above the plan's time."""
     from slackswap import Decision
-    from slackswap.graph import Graph, Op, Tensor
+    from slackswap.core.graph import Graph, Op, Tensor
     from slackswap.mip.aggregate import build, rerun_chains
 
     tensors = (Tensor(0, "in", 1, None, kind="input"), Tensor(1, "a", 6, 0), Tensor(2, "c", 1, 1),
@@ -1189,7 +1189,7 @@ def test_the_copies_back_that_one_stage_reads_queue_on_one_engine():
     engine") charges both copies and the re-run after the last read: 23 s.
     Counting 1.3 times the copy times makes it 25.4 s, above the plan's time."""
     from slackswap import Decision
-    from slackswap.graph import Graph, Op, Tensor
+    from slackswap.core.graph import Graph, Op, Tensor
     from slackswap.mip.aggregate import build
 
     tensors = (Tensor(0, "in", 1, None, kind="input"), Tensor(1, "a", 3, 0), Tensor(2, "b", 3, 1),

@@ -17,7 +17,7 @@ from slackswap import (
     simulate,
 )
 from slackswap.bounds import capacity_bound, gap, lower_bound
-from slackswap.synthetic import chain, mixed_dag, random_dag, residual_block
+from slackswap.experiments.synthetic import chain, mixed_dag, random_dag, residual_block
 
 
 def _problem(g, budget, scale=1.0, bwd=1.0):

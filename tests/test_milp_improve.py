@@ -4,7 +4,7 @@ plans that fit, never slower than where the search started, within the switches 
 import pytest
 
 from slackswap import Decision, Plan, Problem, planners, simulate
-from slackswap.errors import SlackSwapError
+from slackswap.core.errors import SlackSwapError
 from slackswap.planners.milp.improve import pair_search
 
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE

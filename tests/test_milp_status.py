@@ -8,8 +8,8 @@ import pytest
 
 from slackswap import CostModel, Decision, Plan, Problem, Status, planners, simulate
 from slackswap.bounds import aggregate_bound, capacity_bound, lower_bound
-from slackswap.graph import Graph, Op, Tensor
-from slackswap.synthetic import chain
+from slackswap.core.graph import Graph, Op, Tensor
+from slackswap.experiments.synthetic import chain
 
 
 def _chain40():
@@ -239,7 +239,7 @@ def test_the_aggregated_milp_can_run_on_scip():
     holds, it stops after its 20 nodes (GPT-2 8 layers at 0.8: 63.295 ms against HiGHS's 63.296
     ms), and a solver it does not know is refused by name."""
     pytest.importorskip("ortools")
-    from slackswap.errors import ParameterError
+    from slackswap.core.errors import ParameterError
 
     p = Problem.build("gpt2", "a100-80gb", 0.8, layers=8)
     r = planners.get("milp", aggregate_solver="scip", improve_sims=0).plan(p)

@@ -7,8 +7,8 @@ import warnings
 import pytest
 
 from slackswap import CostModel, Problem, SlackSwapError, Status, planners, simulate
+from slackswap.experiments.synthetic import chain
 from slackswap.planners.milp.clock import MIN_TIME_LIMIT_S
-from slackswap.synthetic import chain
 
 
 @pytest.mark.parametrize("bad", [0, -1, 0.5, 1, 1.99, math.inf, math.nan, True, "3", [3]])

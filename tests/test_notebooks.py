@@ -12,8 +12,8 @@ from figure_checks import assert_legend_clear, copy_bars, styles_by_label
 from matplotlib.colors import to_hex
 from nbclient import NotebookClient
 
-from slackswap import gaps as gap_report
 from slackswap import report
+from slackswap.experiments import gaps as gap_report
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 

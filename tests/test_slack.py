@@ -6,13 +6,13 @@ import math
 import pytest
 
 from slackswap import planners
-from slackswap.costs import CostModel
-from slackswap.errors import SlackSwapError
-from slackswap.plan import Decision, Plan, Status, validate
+from slackswap.core.costs import CostModel
+from slackswap.core.errors import SlackSwapError
+from slackswap.core.plan import Decision, Plan, Status, validate
+from slackswap.experiments.synthetic import chain, random_dag, residual_block
 from slackswap.planners.slack import SlackPlanner
-from slackswap.problem import Problem
-from slackswap.synthetic import chain, random_dag, residual_block
 from slackswap.timeline import simulate
+from slackswap.timeline.problem import Problem
 
 MODELS = ("bert-large", "gpt2-xl", "llama-7b")
 _CACHE: dict = {}
@@ -191,7 +191,7 @@ def test_memory_prefilter_never_prunes_a_fitting_plan(seed):
     the plan infeasible (random decisions on random DAGs, tight budgets)."""
     import random
 
-    from slackswap.plan import Plan
+    from slackswap.core.plan import Plan
     from slackswap.planners.slack.improve import memory_may_fit
     rng = random.Random(seed)
     p = _unit(random_dag(seed, 10, max_bytes=4), 0.5)

@@ -166,7 +166,7 @@ class Aggregate:
 def needs(problem) -> tuple[np.ndarray, np.ndarray]:
     """Keep-all accounted memory minus the budget at every forward step (``[k]``) and at the
     backward step of every op (``[j]``), in bytes."""
-    from ..plan import Decision
+    from ..core.plan import Decision
     from ..timeline import compile_schedule
 
     g = problem.graph

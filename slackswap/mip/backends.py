@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import SlackSwapError
+from ..core.errors import SlackSwapError
 
 BACKENDS = ("highs", "cbc", "cvxpy", "scip", "cpsat")
 

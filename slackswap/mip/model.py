@@ -18,7 +18,7 @@ import bisect
 import math
 from collections.abc import Iterable
 
-from ..errors import SlackSwapError
+from ..core.errors import SlackSwapError
 
 INF = math.inf
 

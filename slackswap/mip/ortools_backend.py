@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import SlackSwapError
+from ..core.errors import SlackSwapError
 from .backends import Result, _left
 
 ENGINES = {"scip": "SCIP", "cpsat": "CP_SAT"}

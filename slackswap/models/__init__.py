@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..graph import Graph
+from ..core.errors import ConfigError
+from ..core.graph import Graph
 from . import transformer as _transformer
-from .hf import from_hf_config
+from .hf_config import from_hf_config
+from .presets import available, load
 from .spec import TransformerSpec
-from .zoo import available, load
 
 __all__ = ["TransformerSpec", "available", "build", "from_hf_config", "load", "spec"]
 
@@ -49,7 +49,7 @@ def build(name_or_spec: str | Path | TransformerSpec, /, max_ops: int | None = _
     """
     if isinstance(name_or_spec, str) and name_or_spec.startswith("hf:"):
         try:
-            from ..torch.hf import build_graph, load_config
+            from ..torch.hf_trace import build_graph, load_config
         except ModuleNotFoundError as exc:
             raise ConfigError(f"model {name_or_spec!r}: tracing needs {exc.name}; install the "
                               "extra: pip install 'slackswap[torch]'") from exc

@@ -28,8 +28,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from ..errors import ConfigError
-from ..schema import Schema, parse
+from ..core.errors import ConfigError
+from ..core.schema import Schema, parse
 
 FAMILIES = ("bert", "gpt2", "llama")
 DTYPES = {"bf16": 2, "fp16": 2, "fp32": 4}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..plan import Decision
+from ..core.plan import Decision
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def rerun_ops(graph, decisions: dict[int, Decision]) -> set[int]:
 
 def simulate_plan(problem, decisions, hold_points=None):
     """Simulate decisions (and hold points; no detail) and return the SimResult."""
-    from ..plan import Plan
+    from ..core.plan import Plan
     from ..timeline import simulate
 
     return simulate(problem, Plan(decisions, problem_key=problem.key, hold_points=hold_points or {}), detail=False)

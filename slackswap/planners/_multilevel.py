@@ -43,7 +43,7 @@ import math
 
 import numpy as np
 
-from ..plan import Decision
+from ..core.plan import Decision
 from . import _chain
 
 

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
-from ..errors import ParameterError, SlackSwapError, UnknownNameError
-from ..plan import Decision, Plan, SolveInfo, Status
-from ..schema import Schema, check_type, parse
+from ..core.errors import ParameterError, SlackSwapError, UnknownNameError
+from ..core.plan import Decision, Plan, SolveInfo, Status
+from ..core.schema import Schema, check_type, parse
 
 S = TypeVar("S", bound=Schema)
 
@@ -53,7 +53,7 @@ def check_params(planner: str, schema: type[S], **params) -> S:
 
 def check_problem(problem, who: str):
     """Refuse anything but a ``Problem`` as the argument of ``plan``."""
-    from ..problem import Problem
+    from ..timeline.problem import Problem
 
     return check_type(problem, Problem, f"{who}.plan(problem)",
                       "a Problem (slackswap.Problem.build(model, hardware, budget))", ParameterError)

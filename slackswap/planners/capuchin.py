@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import time
 
-from ..plan import Decision, Plan
-from ..schema import NonNegInt, Schema
+from ..core.plan import Decision, Plan
+from ..core.schema import NonNegInt, Schema
 from ..timeline import simulate
 from ..timeline.simulate import time_tolerance
 from .base import Tags, check_params, make_plan, register

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._paths import user_path
+from ..core.paths import user_path
 
 
 @dataclass(frozen=True)

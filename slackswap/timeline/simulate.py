@@ -19,8 +19,8 @@ import math
 
 import numpy as np
 
-from ..errors import PlanError
-from ..plan import Decision, Plan, validate
+from ..core.errors import PlanError
+from ..core.plan import Decision, Plan, validate
 from .reference import default_issue_points, time_tolerance
 from .result import Event, SimResult
 from .schedule import BWD, FWD, OPT, REC, Schedule, default_d2h_order

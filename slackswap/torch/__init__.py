@@ -8,7 +8,7 @@ forward + loss + backward and returns a ``Graph`` whose ``spec`` is a ``TraceInf
 from __future__ import annotations
 
 from ._info import TraceInfo
-from .measured import measured_costs
+from .measured_costs import measured_costs
 
 try:
     from .trace import block_layers, trace
@@ -18,7 +18,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without 
     _missing = exc.name
 
     def trace(*args, **kwargs):
-        from ..errors import ConfigError
+        from ..core.errors import ConfigError
 
         raise ConfigError(f"slackswap.torch: needs {_missing}; install the extra: "
                           "pip install 'slackswap[torch]'")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..plan import Decision
+from ..core.plan import Decision
 
 
 def peak_of(spans, n_steps: int) -> int:

@@ -97,7 +97,7 @@ class Recorder(TorchDispatchMode):
     def check_complete(self) -> None:
         extra = [f for f in self.extra if f != "aten.ones_like.default"]
         if self.expected is not None and (self.n_calls != len(self.expected) or extra):
-            from ..errors import ExecutionError
+            from ..core.errors import ExecutionError
 
             raise ExecutionError(f"model: the step ran {self.n_calls + len(extra)} aten ops in its forward pass, "
                                  f"its trace {len(self.expected)}; the model or its inputs differ "
@@ -114,7 +114,7 @@ class Recorder(TorchDispatchMode):
                     self.extra.append(str(func))
                 return func(*args, **kwargs)
             if self.expected[i] != str(func):
-                from ..errors import ExecutionError
+                from ..core.errors import ExecutionError
 
                 raise ExecutionError(f"model: aten op {i} of the step is {func}, its trace has "
                                      f"{self.expected[i]}; "

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import ConfigError, ExecutionError
-from ..plan import Decision
+from ..core.errors import ConfigError, ExecutionError
+from ..core.plan import Decision
 from . import _ledger
 from ._check import check_plan
 from ._record import Recorder, Ref, describe, replay, storage_key, view_of

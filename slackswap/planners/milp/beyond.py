@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import time
 
-from ...plan import Decision, Plan, SolveInfo, Status
+from ...core.plan import Decision, Plan, SolveInfo, Status
 from ...timeline import simulate
 from .clock import import_cost
 from .planner import AGGREGATE_PROOF_GAP, CHAIN_DEPTH, _decisions, _gap, chain_search
@@ -226,7 +226,7 @@ def _aggregate_plan(self, problem, agg, res):
     ranks plans by a bound on their time, not by their time: at ``tiny`` with 4 layers at 0.5 its
     incumbent simulates to 50.63 us while another solution it found simulates to the optimum,
     40.468 us (docs/milp.md section 7, "The solution pool")."""
-    from ...errors import SlackSwapError
+    from ...core.errors import SlackSwapError
 
     x = getattr(res, "x", None)
     xs = ([] if x is None else [x]) + list(reversed(getattr(res, "solutions", None) or []))[:POOL_PLANS]

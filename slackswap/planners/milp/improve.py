@@ -41,8 +41,8 @@ from __future__ import annotations
 import math
 import time
 
-from ...errors import SlackSwapError
-from ...plan import Decision, Plan
+from ...core.errors import SlackSwapError
+from ...core.plan import Decision, Plan
 from ..slack.improve import Judge, issue_points
 
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE

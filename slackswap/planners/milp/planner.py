@@ -22,10 +22,10 @@ from pydantic import BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
 from ...bounds import AGGREGATE_SOLVERS
-from ...errors import SlackSwapError
+from ...core.errors import SlackSwapError
+from ...core.plan import Decision, Plan, SolveInfo, Status, validate
+from ...core.schema import NonNegFloat, NonNegInt, PosInt, Schema
 from ...mip.backends import BACKENDS, solve
-from ...plan import Decision, Plan, SolveInfo, Status, validate
-from ...schema import NonNegFloat, NonNegInt, PosInt, Schema
 from ...timeline import simulate
 from ..base import Tags, available, check_params, get, register
 from .clock import MIN_TIME_LIMIT_S, SOLVER_START_S, WARM_SHARE, Clock, bound_fits

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ...plan import Decision, Plan
+from ...core.plan import Decision, Plan
 from ...timeline import compile_schedule, simulate
 from ...timeline.simulate import memory_bound, time_tolerance
 

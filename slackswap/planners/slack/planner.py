@@ -49,7 +49,7 @@ recompute the rest. The algorithm, step by step (``SlackPlanner.plan``):
 The paper's estimate of slack ignores the engine's idle gaps and the exact (union) rebuild cost;
 steps 4 to 7 and the pruning are ours. Measured numbers: docs/planners.md, section "slack".
 
->>> from slackswap.problem import Problem
+>>> from slackswap.timeline.problem import Problem
 >>> p = Problem.build("tiny", "a100-80gb", budget=0.5)
 >>> plan = SlackPlanner().plan(p)
 >>> plan.info.status.value
@@ -65,8 +65,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from ...plan import Decision, Status
-from ...schema import NonNegInt, PosInt, Schema
+from ...core.plan import Decision, Status
+from ...core.schema import NonNegInt, PosInt, Schema
 from ...timeline.simulate import time_tolerance
 from ..base import Tags, check_params, make_plan, register
 from ..dp import multilevel_plan
@@ -148,7 +148,7 @@ class SlackPlanner:
         t0 = time.perf_counter()
         nominal = problem
         if self.margin:
-            from ...robustness import with_transfer_margin
+            from ...calibration.robustness import with_transfer_margin
 
             problem = with_transfer_margin(problem, self.margin)   # plan against slower copies
         prof = _Profile(problem)

@@ -26,8 +26,8 @@ import itertools
 
 import numpy as np
 
-from ...errors import SlackSwapError
-from ...plan import Decision
+from ...core.errors import SlackSwapError
+from ...core.plan import Decision
 
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
 #: the registry planners whose plans are candidates, per mode (their decisions must fit the mode)
