@@ -22,7 +22,7 @@ SHOWN = {
     "01_explore_a_plan": {"result": "result", "timeline": "report.timeline_figure(",
                           "memory": "report.memory_figure(", "plan": "plan", "explorer": "ex"},
     "02_heuristic_vs_exact": {"df": "df", "full": "full", "pareto": "report.pareto_figure(", "gdf": "gdf",
-                              "gaps": "gaps.gap_figure("},
+                              "gaps": "report.gap_figure("},
     "03_ablations": {"df": "df", "pareto": "report.pareto_figure("},
     "04_calibration_robustness": {"rob": "rob", "robustness": "report_calib.robustness_figure(",
                                   "cal": "cal", "grid": "grid",

@@ -5,7 +5,7 @@ the full ones), the failure modes it used to have, and the report module ``slack
 
 import pytest
 
-from slackswap import Decision, Problem, SlackSwapError, planners, simulate
+from slackswap import Decision, Problem, SlackSwapError, planners, report, simulate
 from slackswap.experiments import gaps, synthetic
 from slackswap.planners.slack.search import BASELINES, baseline_candidates, over_budget
 
@@ -112,7 +112,7 @@ def test_report_tables_figure_and_side_by_side(random_df):
     for fam in gaps.FAMILIES:
         t = gaps.family_table(df, fam)
         assert {"slack", "slack, no search"} == set(t.columns.get_level_values(0))
-    fig = gaps.gap_figure(df)
+    fig = report.gap_figure(df)
     assert len(fig.axes) == 6
     row = gaps.worst_cases(df, "slack, no search", 1).iloc[0]
     sbs = gaps.side_by_side(row["problem"], {"optimum": row["exact_plan"], "greedy": row["plan"]})

@@ -37,8 +37,16 @@
 from __future__ import annotations
 
 import math
+import threading
+import time
 
-from ..mip.aggregate import bandwidth, needs
+import numpy as np
+
+from ..core.errors import BudgetError, ConfigError, SlackSwapError
+from ..core.plan import Decision
+from ..mip import backends  # backends._run looked up at call time (tests replace it)
+from ..mip.aggregate import bandwidth, build, needs
+from ..mip.backends import _flat, _highs
 
 
 def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[float, str]:
@@ -65,8 +73,6 @@ def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[fl
 def check_time_limit(value, field: str) -> None:
     """``ConfigError`` naming ``field`` unless ``value`` is None or seconds > 0 (not a bool)."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
-        from ..core.errors import ConfigError
-
         raise ConfigError(f"{field}: seconds > 0 or None; got {value!r}")
 
 
@@ -81,7 +87,6 @@ def gap(problem, result, bound: float | None = None) -> float:
 
 def capacity_bound(problem) -> float:
     """The PCIe-capacity lower bound on the step time (seconds); see the module docstring."""
-    import numpy as np
 
     budget = float(problem.budget_bytes)
     g, c = problem.graph, problem.costs
@@ -142,20 +147,13 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     (``LP_SHAVE``, 1e-7), the MILP's integrality one (``MIP_SHAVE``, HiGHS's
     ``mip_feasibility_tolerance``, 1e-6; a MILP bound above the optimum by 1.05e-7 was seen,
     ``test_the_integral_bound_is_shaved_by_the_mip_tolerance``)."""
-    from ..mip.aggregate import build
 
     if solver not in AGGREGATE_SOLVERS:
-        from ..core.errors import ConfigError
-
         raise ConfigError(f"aggregate_bound(solver): one of {', '.join(AGGREGATE_SOLVERS)}; got {solver!r}")
     if isinstance(chains, bool) or not isinstance(chains, int) or chains < 0:
-        from ..core.errors import ConfigError
-
         raise ConfigError("aggregate_bound(chains): the longest chain of RECOMPUTE tensors for the chain rows, "
                           f"an int >= 0 (0: none); got {chains!r}")
     if chains and not (releases and tight):
-        from ..core.errors import ConfigError
-
         raise ConfigError(f"aggregate_bound(chains={chains}): the chain rows need releases=True and tight=True")
     agg = build(problem, integral=integral, releases=releases, tight=tight, chains=chains)
     if agg is None:
@@ -199,9 +197,7 @@ def aggregate_point(problem, agg, decisions) -> dict[int, float] | None:
     of the model (``mip/aggregate.py``), so this is a solution of the aggregated MILP whose
     objective is at most the plan's extra time (a first solution for a solver:
     ``benchmarks/bench_milp.py log --start``)."""
-    import numpy as np
 
-    from ..core.plan import Decision
 
     mdl = agg.model
     lb, ub = np.array(mdl.lb, float), np.array(mdl.ub, float)
@@ -223,8 +219,7 @@ def aggregate_point(problem, agg, decisions) -> dict[int, float] | None:
 def _scipy_milp(mdl, options: dict, lb=None, ub=None):
     """``scipy.optimize.milp`` (HiGHS) on the model ``mdl`` with its integrality and the column
     bounds ``lb`` / ``ub`` (the model's by default); its result leaves ``mdl.obj_const`` out."""
-    import numpy as np
-    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.optimize import Bounds, LinearConstraint, milp  # lazy: start-up cost (scipy)
 
     obj = np.zeros(len(mdl.names))
     for v, cf in mdl.obj.items():
@@ -242,9 +237,6 @@ class BackgroundBound:
     it depends on machine speed. Needs OR-Tools."""
 
     def __init__(self, problem, time_limit_s: float, mip_rel_gap: float = 1e-6):
-        import threading
-        import time
-
         self._end = time.perf_counter() + float(time_limit_s)
         self._grace = _stop_grace(time_limit_s)
         self._gap = mip_rel_gap
@@ -255,10 +247,6 @@ class BackgroundBound:
         self._thread.start()
 
     def _run(self, problem) -> None:
-        import time
-
-        from ..mip.aggregate import build
-
         try:
             agg = self._out["agg"] = build(problem, integral=True)
             left = self._end - time.perf_counter()
@@ -273,7 +261,6 @@ class BackgroundBound:
         most ``_stop_grace`` seconds: ``(seconds, Aggregate or None, result or None)`` as
         ``aggregate_bound`` returns them (0.0 and no result when it had no time, the model is
         trivial, or SCIP did not stop within that grace; its thread then ends on its own)."""
-        import time
 
         if wait:
             self._thread.join(max(0.0, self._end - time.perf_counter()))
@@ -295,8 +282,6 @@ class _Stopper:
     it has not started yet, makes it start with no time (``BackgroundBound``, ``_solve_both``)."""
 
     def __init__(self, interrupt, no_time):
-        import threading
-
         self._interrupt, self._no_time = interrupt, no_time
         self._lock = threading.Lock()
         self._solver = None
@@ -336,31 +321,23 @@ def binding_rows(problem, releases: bool = False, tol: float = 1e-7):
     the memory rows every decision at zero is optimal. The families are named in
     ``slackswap/mip/aggregate.py`` and docs/milp.md section 7
     (``python benchmarks/bench_milp.py binding``)."""
-    from ..mip.aggregate import build
-    from ..mip.backends import _flat, _highs
 
     if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
-        from ..core.errors import ConfigError
-
         raise ConfigError(f"binding_rows(tol): a number >= 0; got {tol!r}")
     agg = build(problem, integral=False, releases=releases)
     if agg is None:
         return None, []
     mdl = agg.model
     if mdl.infeasible:
-        from ..core.errors import BudgetError
-
         raise BudgetError(f"the aggregated relaxation is infeasible (row {mdl.infeasible[0]}): no plan fits the budget")
     h = _highs(_flat(mdl))
     try:
         h.run()
     finally:
         h.resetGlobalScheduler(True)
-    import highspy
+    import highspy  # lazy: start-up cost (highspy)
 
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        from ..core.errors import SlackSwapError
-
         raise SlackSwapError(f"binding_rows: HiGHS ended the LP with {h.modelStatusToString(h.getModelStatus())}")
     duals = h.getSolution().row_dual
     rows = [(name, abs(float(d))) for name, d in zip(mdl.row_names, duals, strict=True) if abs(d) > tol]
@@ -406,10 +383,8 @@ def _solve_both(mdl, time_limit_s, mip_rel_gap, node_limit, releases):
     limit: next to HiGHS it checked its own too seldom (gpt2-xl 0.2: 9.5 s for a limit of 5.3 s);
     if it has not stopped ``_stop_grace`` later, the result is HiGHS's alone.
     """
-    import threading
-    import time
 
-    from scipy.optimize import OptimizeResult
+    from scipy.optimize import OptimizeResult  # lazy: start-up cost (scipy)
 
     out: dict = {}
     highs, scip = _Stopper.highs(), _Stopper.scip()
@@ -457,13 +432,11 @@ def _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit, started=None):
     objective's constant, as HiGHS reports it; None when SCIP proves its optimum within
     ``mip_rel_gap``: ``aggregate_bound`` then takes the optimum less that gap) and ``solutions``
     its last incumbent only."""
-    import time
 
-    import numpy as np
-    from scipy.optimize import OptimizeResult
+    from scipy.optimize import OptimizeResult  # lazy: start-up cost (scipy)
 
     # without OR-Tools, solve_ortools says "pip install slackswap[ortools]"
-    from ..mip.ortools_backend import solve_ortools
+    from ..mip.ortools_backend import solve_ortools  # optional dependency (torch)
 
     # the time limit counts from here: building OR-Tools' model takes seconds on the presets
     deadline = None if time_limit_s is None else time.perf_counter() + float(time_limit_s)
@@ -492,12 +465,10 @@ def _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=True, sta
     nodes in 60 s against 316, and a restart lifts the bound; with them (small models) it stays
     on: without it `tiny` 4 layers at 0.4 is no longer proven (docs/milp.md section 7).
     ``cutoff``: HiGHS's ``objective_bound`` (``probe_bound``)."""
-    import numpy as np
-    from scipy.optimize import OptimizeResult
+    from scipy.optimize import OptimizeResult  # lazy: start-up cost (scipy)
 
-    from ..mip.backends import _flat, _highs, _run
 
-    r = _run(_highs(_flat(mdl)), True, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, threads=None,
+    r = backends._run(_highs(_flat(mdl)), True, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, threads=None,
              seed=0, relax=False, deadline=None, node_limit=node_limit, pool=True, strict=False,
              symmetry=symmetry, started=started, cutoff=cutoff)
     return OptimizeResult(status=_STATUS.get(r.status, 4), message=r.message or r.status,
@@ -541,7 +512,6 @@ def probe_bound(problem, agg, low_s: float, high_s: float, time_limit_s: float, 
     Returns ``(bound_s, results, proofs, probes)``: the certified bound (at least ``low_s``),
     the probes' results that hold integer solutions (``_solve_pooled``'s; candidates for a plan),
     and how many probes proved their cutoff and how many ran."""
-    import time
 
     end = time.perf_counter() + float(time_limit_s)
     lo, hi = float(low_s), float(high_s)
@@ -596,7 +566,6 @@ def probe_reading(res, cut: float) -> tuple[bool, float | None]:
 
 def _knapsack(need: float, freed, cost, bw: float, backward: bool) -> float:
     """min sigma + sum c_p r_p  s.t.  sum B_p r_p + bw (sigma [+ sum c_p r_p]) >= need (fractional)."""
-    import numpy as np
 
     gain = freed + (bw * cost if backward else 0.0)      # bytes bought by re-running op p
     free = (cost <= 0) & (gain > 0)

@@ -22,91 +22,16 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .. import planners
+from ..core import costs
+from ..core import hardware as hw_mod
 from ..core.errors import ConfigError, SlackSwapError
-from ..core.hardware import Efficiency
+from ..core.paths import data_dir
+from ..timeline import simulate
+from ..timeline.problem import Problem
+from .fit import Calibration, check_hardware_out, fit  # the search itself
+from .parameters import PARAMETERS, Parameter, apply, bounds_for  # noqa: F401 - calibrate's API
 
-
-@dataclass(frozen=True)
-class Parameter:
-    """One fittable parameter: ``get(hw)`` its value on a hardware, ``set(hw, v)`` a hardware with
-    it changed; ``log``: searched on a log scale; ``unit``: how values print."""
-
-    name: str
-    description: str
-    get: object = field(repr=False)
-    set: object = field(repr=False)
-    log: bool = False
-    unit: str = ""
-
-
-def _scaled(eff: Efficiency, s: float) -> Efficiency:
-    return Efficiency(tuple((x, min(1.0, max(1e-6, v * s))) for x, v in eff.points), eff.per)
-
-
-def _scale_param(name, curves, what):
-    def set_(hw, s):
-        g = hw.gpu
-        return hw.replace(gpu=replace(g, **{c: _scaled(getattr(g, c), s) for c in curves}))
-    return Parameter(name, f"multiplies the {what} efficiency curve{'s' if len(curves) > 1 else ''} "
-                     "(values capped at 1)", lambda hw: 1.0, set_, False, "x")
-
-
-def _link_param(name, field_, get, description, log=False, unit=""):
-    return Parameter(name, description, get, lambda hw, v: hw.with_link(**{field_: v}), log, unit)
-
-
-PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
-    _scale_param("compute_scale", ("matmul_efficiency", "attention_efficiency"), "matmul and attention"),
-    _scale_param("matmul_scale", ("matmul_efficiency",), "matmul"),
-    _scale_param("attention_scale", ("attention_efficiency",), "attention"),
-    _scale_param("memory_scale", ("memory_efficiency",), "HBM memory"),
-    _link_param("bandwidth", "bandwidth", lambda hw: hw.link.d2h_bytes_per_s,
-                "host link bandwidth, both directions", True, "B/s"),
-    _link_param("d2h_bandwidth", "d2h_bandwidth", lambda hw: hw.link.d2h_bytes_per_s, "D2H bandwidth", True, "B/s"),
-    _link_param("h2d_bandwidth", "h2d_bandwidth", lambda hw: hw.link.h2d_bytes_per_s, "H2D bandwidth", True, "B/s"),
-    _link_param("latency", "latency", lambda hw: hw.link.latency_s, "per-copy latency", True, "s"),
-    _link_param("duplex_factor", "duplex_factor", lambda hw: hw.link.duplex_factor,
-                "H2D bandwidth factor while D2H copies run"),
-)}
-
-
-def bounds_for(name: str, hw) -> tuple[float, float]:
-    """The plausible range of parameter ``name`` on hardware ``hw`` (sources: docs/calibration.md).
-
-    Efficiency scales: the curve's largest value between 50% and 100% of peak (matmul), 30% and
-    100% (attention; both for ``compute_scale``) or 60% and 100% (memory). Bandwidths: from 80% of the preset's measured value to the link's
-    theoretical signalling rate. Latency: a tenth to 5x the preset's. Duplex factor: 0.5 (half
-    duplex) to 1 (full duplex)."""
-    g, lk = hw.gpu, hw.link
-    top = lambda eff: max(v for _, v in eff.points)  # noqa: E731
-    if name == "compute_scale":
-        return max(0.5 / top(g.matmul_efficiency), 0.3 / top(g.attention_efficiency)), 1.0 / top(g.matmul_efficiency)
-    if name == "matmul_scale":
-        return 0.5 / top(g.matmul_efficiency), 1.0 / top(g.matmul_efficiency)
-    if name == "attention_scale":
-        return 0.3 / top(g.attention_efficiency), 1.0 / top(g.attention_efficiency)
-    if name == "memory_scale":
-        return 0.6 / top(g.memory_efficiency), 1.0 / top(g.memory_efficiency)
-    if name in ("bandwidth", "d2h_bandwidth", "h2d_bandwidth"):
-        v = PARAMETERS[name].get(hw)
-        return 0.8 * v, max(lk.theoretical_bytes_per_s, v)
-    if name == "latency":
-        return lk.latency_s / 10 if lk.latency_s > 0 else 1e-7, max(5 * lk.latency_s, 1e-6)
-    if name == "duplex_factor":
-        return 0.5, 1.0
-    raise SlackSwapError(f"calibrate.params: unknown parameter {name!r}; known: {', '.join(PARAMETERS)}")
-
-
-def apply(hw, values: dict):
-    """``hw`` with every named parameter set to its value (the preset is not changed)."""
-    for name, v in values.items():
-        if name not in PARAMETERS:
-            raise SlackSwapError(f"calibrate.params: unknown parameter {name!r}; known: {', '.join(PARAMETERS)}")
-        hw = PARAMETERS[name].set(hw, float(v))
-    return hw
-
-
-# ---------------------------------------------------------------- targets
 METRICS = ("throughput_ratio", "step_time_s")
 
 
@@ -136,9 +61,8 @@ def read_targets(path=None, planner: str = "slack"):
     or ``none``), exactly one of ``throughput_ratio`` / ``step_time_s``, and optional
     ``planner`` (default ``planner``), ``hardware``, ``batch``, ``seq``, ``weight``; other columns
     (``source``, ``tolerance``, ...) are ignored."""
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
-    from ..core.paths import data_dir
 
     path = path or data_dir() / "reference" / "slackswap_paper.csv"
     try:
@@ -170,18 +94,12 @@ class _Evaluator:
     """Simulated metric of every target for one parameter setting (graphs built once, cached)."""
 
     def __init__(self, targets, hw, planner_params):
-        from ..timeline.problem import Problem
-
         self.targets, self.hw, self.params = list(targets), hw, dict(planner_params or {})
         self.base = [Problem.build(t.model, hw, t.budget, **t.overrides) for t in self.targets]
         self.cache: dict[tuple, np.ndarray] = {}
         self.sims = 0
 
     def __call__(self, values: dict) -> np.ndarray:
-        from .. import planners
-        from ..core import costs
-        from ..timeline import simulate
-
         key = tuple(sorted((k, round(float(v), 12)) for k, v in values.items()))
         if key not in self.cache:
             hw = apply(self.hw, values)
@@ -211,7 +129,6 @@ def simulated_targets(rows, hardware, planner_params=None) -> list[Target]:
     return [replace(t, value=float(v)) for t, v in zip(rows, values, strict=True)]
 
 
-from .fit import Calibration, check_hardware_out, fit  # noqa: E402  (the search itself)
 
 
 def calibrate(targets=None, params=("compute_scale", "bandwidth"), hardware="a100-80gb", planner: str = "slack",
@@ -225,7 +142,6 @@ def calibrate(targets=None, params=("compute_scale", "bandwidth"), hardware="a10
     parameter of the identifiability scan (0 = none). ``max_evals``: least-squares evaluations.
     ``tol``: a row is reproduced when its relative residual is at most ``tol``.
     """
-    from ..core import hardware as hw_mod
 
     t0 = time.perf_counter()
     if targets is None or not isinstance(targets, (list, tuple)):

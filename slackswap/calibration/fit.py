@@ -16,8 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core import hardware as hw_mod
 from ..core.errors import ConfigError
 from ..core.paths import user_path
+from .parameters import PARAMETERS, apply
 
 
 def _to_value(u: float, lo: float, hi: float, log: bool) -> float:
@@ -63,7 +65,7 @@ class Calibration:
 
     def table(self):
         """One row per parameter: preset, fitted value, bounds, identifiability."""
-        import pandas as pd
+        import pandas as pd  # lazy: start-up cost (pandas)
 
         return pd.DataFrame([{"parameter": p, "preset": self.preset[p], "fitted": self.values[p],
                               "lo": self.bounds[p][0], "hi": self.bounds[p][1],
@@ -89,7 +91,6 @@ class Calibration:
         """Write the fitted hardware as a TOML file (loadable by ``hardware.load(path)``) with its
         provenance in ``[sources]``. Refuses to overwrite a preset, to write into
         ``data/hardware/`` unless ``allow_presets``, and to replace a file unless ``overwrite``."""
-        from ..core import hardware as hw_mod
 
         path = check_hardware_out(path, allow_presets, overwrite)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -157,10 +158,9 @@ def _jacobian(fun, u, r0, step: float = 0.02):
 
 def fit(ev, params, box, grid, profile, max_evals, tol) -> Calibration:
     """Grid start, ``least_squares`` in unit coordinates, profile scan; see ``calibrate``."""
-    import pandas as pd
-    from scipy.optimize import least_squares, minimize
+    import pandas as pd  # lazy: start-up cost (pandas)
+    from scipy.optimize import least_squares, minimize  # lazy: start-up cost (scipy)
 
-    from .calibrate import PARAMETERS
 
     spec = [(box[p][0], box[p][1], PARAMETERS[p].log) for p in params]
     values = lambda u: {p: _to_value(x, *s) for p, x, s in zip(params, u, spec, strict=True)}  # noqa: E731
@@ -223,7 +223,6 @@ def fit(ev, params, box, grid, profile, max_evals, tol) -> Calibration:
                          "residual": (sim_fit - tgt) / tgt, "closest": closest})
     rows["reproduced"] = rows["residual"].abs() <= tol
     fitted = values(best)
-    from .calibrate import apply
 
     return Calibration(tuple(params), fitted, preset, dict(box), rows, rms, ident,
                        pd.DataFrame(prof_rows, columns=["parameter", "value", "unit", "rms"]), cond,
@@ -234,7 +233,6 @@ def check_hardware_out(path, allow_presets: bool = False, overwrite: bool = Fals
     """The path a calibrated hardware file may be written to (``~`` expanded), else ``ConfigError``:
     it must end in ``.toml``, is never a preset, lies in ``data/hardware/`` only with
     ``allow_presets`` and replaces an existing file only with ``overwrite``."""
-    from ..core import hardware as hw_mod
 
     path = user_path(path)
     if path.suffix != ".toml":

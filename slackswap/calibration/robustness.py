@@ -34,7 +34,15 @@ from dataclasses import replace
 
 import numpy as np
 
+from .. import experiments, planners
+from ..core import hardware as hw_mod
 from ..core.errors import SlackSwapError
+from ..planners.base import make_plan
+from ..timeline import simulate
+from ..timeline.problem import (
+    Problem,
+    with_transfer_margin,  # noqa: F401 - robustness's API as before
+)
 
 ENGINES = ("compute", "d2h", "h2d", "latency")
 COLUMNS = ("planner", "noise", "samples", "nominal_step_s", "nominal_ratio", "mean_slowdown",
@@ -127,9 +135,8 @@ def robustness(problem, plan, noise=(0.0, 0.1, 0.2, 0.3), samples: int = 50, see
     (peak above the budget, or no feasible allocation); ``infeasible``: fraction with no feasible
     allocation; ``mean_stall_s``: mean stall (compute waiting for copies or memory).
     """
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
-    from ..timeline import simulate
 
     levels = _check_args(noise, samples, correlation, seed)
     engines = _engines(engines)
@@ -168,10 +175,8 @@ def robustness_table(problem, planner_list=("slack",), noise=(0.0, 0.1, 0.2, 0.3
     or ``(label, name, params)`` triples (as ``experiments.variants``). Planners whose plan does
     not fit the nominal budget are left out (a row with ``nominal_ratio = 0``, nothing else).
     Column ``planner`` holds the label, ``planner_name`` the registered planner."""
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
-    from .. import planners
-    from ..timeline import simulate
 
     frames = []
     for item in planner_list:
@@ -186,24 +191,9 @@ def robustness_table(problem, planner_list=("slack",), noise=(0.0, 0.1, 0.2, 0.3
 
 
 # ---------------------------------------------------------------- planning with a margin
-def with_transfer_margin(problem, margin: float):
-    """The same problem with every copy (D2H and H2D) ``1 + margin`` times slower (a pessimistic
-    cost model to plan against); the original is not changed."""
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin <= 10:
-        raise SlackSwapError(f"margin: must be a number in [0, 10] (0.2 = copies 20% slower), got {margin!r}")
-    if margin == 0:
-        return problem
-    c = problem.costs
-    k = 1.0 + float(margin)
-    return replace(problem, costs=replace(c, d2h_s=tuple(x * k for x in c.d2h_s),
-                                          h2d_s=tuple(x * k for x in c.h2d_s)))
-
-
 def plan_with_margin(planner, problem, margin: float, **params):
     """Plan with any planner (name or instance) against ``with_transfer_margin(problem, margin)``,
     then judge the plan on the nominal ``problem`` (its status and objective are the nominal ones)."""
-    from .. import planners
-    from ..planners.base import make_plan
 
     t0 = time.perf_counter()
     inst = planners.get(planner, **params) if isinstance(planner, str) else planner
@@ -217,11 +207,8 @@ def robustness_sweep(path, noise=(0.0, 0.1, 0.2, 0.3), samples: int = 50, seed: 
     """``robustness_table`` for every (model, hardware, budget) of a sweep file and its planner
     variants (``data/sweeps/slack_margin.toml``: the margin ablation). Adds the setting columns
     ``model``, ``hardware``, ``budget`` in front. Links and overrides of the file apply."""
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
-    from .. import experiments
-    from ..core import hardware as hw_mod
-    from ..timeline.problem import Problem
 
     cfg = experiments.load_sweep(path)
     var = experiments.variants(cfg["planners"], cfg["planner_params"])

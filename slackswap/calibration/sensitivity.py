@@ -12,18 +12,17 @@ from __future__ import annotations
 import concurrent.futures as cf
 import itertools
 
+from .. import bounds, planners
+from ..core import hardware as hw_mod
 from ..core.errors import SlackSwapError
+from ..timeline import simulate
+from ..timeline.problem import Problem
+from .calibrate import apply
 
 COLUMNS = ("model", "budget", "compute_scale", "bandwidth", "ideal_step_s", "ratio", "bound_ratio")
 
 
 def _point(model: str, hardware: str, budget, planner: str, scale: float, bandwidth: float, bound: bool) -> dict:
-    from .. import bounds, planners
-    from ..core import hardware as hw_mod
-    from ..timeline import simulate
-    from ..timeline.problem import Problem
-    from .calibrate import apply
-
     hw = apply(hw_mod.load(hardware), {"compute_scale": scale, "bandwidth": bandwidth})
     p = Problem.build(model, hw, budget)
     r = simulate(p, planners.get(planner).plan(p), detail=False)
@@ -38,7 +37,7 @@ def sensitivity_grid(models, hardware: str = "a100-80gb", budget=0.5, compute_sc
                      workers: int = 1):
     """One row per (model, compute_scale, bandwidth): ``COLUMNS``. ``bandwidths`` in bytes/s.
     ``workers > 1`` runs the points in processes."""
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
     models = [models] if isinstance(models, str) else list(models)
     scales, bws = [float(s) for s in compute_scales], [float(b) for b in bandwidths]

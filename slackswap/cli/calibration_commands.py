@@ -10,7 +10,8 @@ import argparse
 
 from ..core.errors import SlackSwapError
 from ..core.paths import user_path
-from .commands import (
+from .app import command
+from .common import (
     _budget_value,
     _check_outputs,
     _df_table,
@@ -18,9 +19,8 @@ from .commands import (
     _positive_int,
     _problem,
     _problem_args,
-    command,
+    print_table,
 )
-from .common import print_table
 
 
 def _floats(text: str) -> list[float]:
@@ -35,7 +35,7 @@ def _names(text: str) -> list[str]:
 
 
 def _bound(text: str) -> tuple[str, tuple[float, float]]:
-    from ..core.units import parse_rate, parse_seconds
+    from ..core.units import parse_rate, parse_seconds  # lazy: start-up cost of the command line
 
     name, sep, rng = text.partition("=")
     lo, sep2, hi = rng.partition(":")
@@ -83,7 +83,10 @@ def _calibrate_args(p):
 
 @command("calibrate", "fit hardware parameters so the simulator reproduces target rows", _calibrate_args)
 def _calibrate(args, console) -> int:
-    from ..calibration.calibrate import calibrate, check_hardware_out
+    from ..calibration.calibrate import (  # lazy: start-up cost of the command line
+        calibrate,
+        check_hardware_out,
+    )  # lazy: start-up cost of the command line
 
     _check_outputs(args)
     if args.out:   # refused now (a preset, an existing file), not after the fit
@@ -121,8 +124,12 @@ def _sensitivity_args(p):
 
 @command("sensitivity", "throughput ratio over compute efficiency x link bandwidth", _sensitivity_args)
 def _sensitivity(args, console) -> int:
-    from ..calibration.sensitivity import sensitivity_grid
-    from ..report.calibration_figures import sensitivity_figure
+    from ..calibration.sensitivity import (
+        sensitivity_grid,  # lazy: start-up cost of the command line
+    )  # lazy: start-up cost of the command line
+    from ..report.calibration_figures import (
+        sensitivity_figure,  # lazy: start-up cost of the command line
+    )  # lazy: start-up cost of the command line
 
     _check_outputs(args)
     df = sensitivity_grid(args.models, args.hardware, args.budget, args.compute_scales,
@@ -154,9 +161,12 @@ ROBUSTNESS_COLUMNS = ["noise", "nominal_ratio", "ratio_mean", "ratio_p5", "mean_
 
 @command("robustness", "simulate plans under random cost perturbations: slowdown and tail", _robustness_args)
 def _robustness(args, console) -> int:
-    from .. import planners
-    from ..calibration.robustness import robustness_sweep, robustness_table
-    from .commands import REPRODUCE_PLANNERS
+    from .. import planners  # lazy: start-up cost of the command line
+    from ..calibration.robustness import (  # lazy: start-up cost of the command line
+        robustness_sweep,
+        robustness_table,
+    )  # lazy: start-up cost of the command line
+    from .common import REPRODUCE_PLANNERS  # lazy: start-up cost of the command line
 
     _check_outputs(args)
     kw = dict(noise=args.noise, samples=args.samples, seed=args.seed, correlation=args.correlation,
@@ -173,6 +183,8 @@ def _robustness(args, console) -> int:
     print_table(console, _df_table(f"Robustness: {args.samples} samples per level, seed {args.seed}, engines "
                             f"{','.join(args.engines)} (slowdown = step / nominal step; ratio = throughput "
                             "ratio under noise)", df[keys + ROBUSTNESS_COLUMNS]))
-    from ..report.calibration_figures import robustness_figure
+    from ..report.calibration_figures import (
+        robustness_figure,  # lazy: start-up cost of the command line
+    )  # lazy: start-up cost of the command line
 
     return _write(console, args, df, robustness_figure)

@@ -13,90 +13,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..core.errors import SlackSwapError
 from ..core.units import format_bytes, format_rate, format_seconds
-from .common import check_figure, check_output, prepare_output, print_table
-
-PROG = "slackswap"
-
-
-@dataclass(frozen=True)
-class _Command:
-    name: str
-    help: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    run: Callable
-
-
-_COMMANDS: dict[str, _Command] = {}
-
-
-def command(name: str, help: str, configure: Callable[[argparse.ArgumentParser], None] | None = None):
-    """Register ``fn(args, console) -> int`` as subcommand ``name`` (duplicates raise)."""
-
-    def deco(fn):
-        if name in _COMMANDS:
-            raise ValueError(f"cli: subcommand {name!r} registered twice")
-        _COMMANDS[name] = _Command(name, help, configure or (lambda p: None), fn)
-        return fn
-
-    return deco
-
-
-class _UsageError(SlackSwapError):
-    """A malformed command line (argparse's message)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, no usage block; main() prints it
-        raise _UsageError(message)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Plan activation memory (keep / swap / recompute) "
-                                            "for one transformer training step.")
-    parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for c in _COMMANDS.values():
-        c.configure(sub.add_parser(c.name, help=c.help, description=c.help))
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit code: 0 ok, 2 an error (one line on stderr), 130 Ctrl-C
-    (one line saying what was saved and how to resume)."""
-    import warnings
-
-    from rich.console import Console
-
-    from ..core.errors import CapacityWarning
-    from .common import EXIT_ERROR, EXIT_INTERRUPTED, error_line
-
-    args = None
-    try:
-        args = build_parser().parse_args(argv)
-        console = Console()
-        if not console.is_terminal:   # text lines wrap at 140 in files; tables never narrow (print_table)
-            console = Console(width=140)
-        with warnings.catch_warnings():   # every command prints them itself, in its output
-            warnings.simplefilter("ignore", CapacityWarning)
-            return int(_COMMANDS[args.command].run(args, console) or 0)
-    except SystemExit as exc:  # --help / --version
-        return exc.code if isinstance(exc.code, int) else 0
-    except KeyboardInterrupt:
-        note = getattr(args, "on_interrupt", None)
-        print(f"{PROG}: interrupted: {note() if note else 'nothing was saved'}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except Exception as exc:  # noqa: BLE001 - one line, never a traceback (unless --debug)
-        if getattr(args, "debug", False):
-            import traceback
-
-            traceback.print_exc()
-        print(f"{PROG}: error: {error_line(exc)}", file=sys.stderr)
-        return EXIT_ERROR
+from .app import PROG, command  # noqa: F401 - PROG: the program name in messages
+from .common import (
+    REPRODUCE_PLANNERS,
+    _budget_value,
+    _check_outputs,
+    _df_table,
+    _max_ops_arg,
+    _param,
+    _positive_int,
+    _problem,
+    _problem_args,
+    _table,
+    prepare_output,
+    print_table,
+)
 
 
 # ---------------------------------------------------------------- formatting helpers
@@ -115,35 +49,15 @@ def _count(n: int) -> str:
     return str(n)
 
 
-def _table(title: str, columns: list[str], right: set[str] = frozenset()):
-    from rich.table import Table
-
-    t = Table(title=title)
-    for c in columns:
-        t.add_column(c, justify="right" if c in right else "left", no_wrap=c != "GPU")
-    return t
-
-
 def _warn(console, lines) -> None:
     """Print capacity warnings (static memory + budget above the GPU's memory) in the output."""
     for line in lines:
         console.print(f"[bold yellow]WARNING:[/] {line}", highlight=False)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
-
-
-# ---------------------------------------------------------------- subcommands
 @command("models", "list the model presets")
 def _models(args, console) -> int:
-    from .. import models
+    from .. import models  # lazy: start-up cost of the command line
 
     t = _table("Model presets (data/models)", ["name", "layers", "hidden", "heads", "params", "seq", "batch"],
                {"layers", "hidden", "heads", "params", "seq", "batch"})
@@ -157,7 +71,7 @@ def _models(args, console) -> int:
 
 @command("hardware", "list the hardware presets")
 def _hardware(args, console) -> int:
-    from ..core import hardware
+    from ..core import hardware  # lazy: start-up cost of the command line
 
     cols = ["name", "GPU", "peak bf16", "HBM", "memory", "link", "d2h", "h2d", "latency"]
     t = _table("Hardware presets (data/hardware)", cols, set(cols) - {"name", "GPU", "link"})
@@ -184,17 +98,10 @@ def _graph_args(p: argparse.ArgumentParser) -> None:
     _max_ops_arg(p)
 
 
-def _max_ops_arg(p) -> None:
-    from ..models.transformer import MAX_OPS
-
-    p.add_argument("--max-ops", type=_positive_int, default=MAX_OPS,
-                   help=f"refuse a model whose graph has more ops than this, before building it (default {MAX_OPS:,})")
-
-
 @command("graph", "per-layer summary of a model's graph", _graph_args)
 def _graph(args, console) -> int:
-    from .. import models
-    from ..core import costs, hardware
+    from .. import models  # lazy: start-up cost of the command line
+    from ..core import costs, hardware  # lazy: start-up cost of the command line
 
     overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
     g = models.build(args.model, max_ops=args.max_ops, **overrides)
@@ -230,7 +137,7 @@ def _graph(args, console) -> int:
     if cm is not None:
         console.print(f"ideal step on {args.hardware}: {format_seconds(cm.ideal_step_s)} "
                       f"(optimizer {format_seconds(cm.optimizer_s)})")
-    from ..timeline.problem import capacity_warnings
+    from ..timeline.problem import capacity_warnings  # lazy: start-up cost of the command line
 
     _warn(console, capacity_warnings(g.static_bytes, g.saved_bytes(), hardware.load(args.hardware or "a100-80gb"),
                                      "keep-all activations"))
@@ -244,84 +151,9 @@ def _graph_cells(r, cm) -> list[str]:
 
 # ---------------------------------------------------------------- planning and experiments
 # (plan, simulate, compare, sweep, reproduce; the logic lives in experiments/ and report/)
-def _budget_value(text: str):
-    """``"0.5"`` -> fraction 0.5; ``"24GiB"`` / ``"1000000"`` -> bytes (Problem.build semantics)."""
-    import math
-
-    from ..core.units import parse_bytes
-
-    bad = argparse.ArgumentTypeError(f"expected a fraction in (0, 1] of the keep-all peak or a positive "
-                                     f"number of bytes like '24GiB', got {text!r}")
-    try:
-        f = float(text)
-    except ValueError:
-        try:
-            parse_bytes(text, "budget")
-        except ValueError:
-            raise bad from None
-        return text
-    if not math.isfinite(f) or f <= 0:
-        raise bad
-    return f if ("." in text or "e" in text.lower() or f <= 1) else int(f)
-
-
-def _param(text: str) -> tuple[str, object]:
-    import json
-
-    k, sep, v = text.partition("=")
-    if not sep or not k:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        return k, json.loads(v)
-    except json.JSONDecodeError:
-        return k, v
-
-
-def _problem_args(p: argparse.ArgumentParser, model_required: bool = True) -> None:
-    p.add_argument("--model", required=model_required, help="model preset or HF config.json path")
-    p.add_argument("--hardware", default="a100-80gb", help="hardware preset (default a100-80gb)")
-    p.add_argument("--budget", type=_budget_value, default=0.5,
-                   help="activation budget: fraction of the keep-all peak (0.5) or bytes ('24GiB')")
-    p.add_argument("--link", help="link preset replacing the hardware's (see `slackswap hardware`)")
-    p.add_argument("--seq", type=_positive_int, help="sequence length override")
-    p.add_argument("--batch", type=_positive_int, help="micro-batch size override")
-    p.add_argument("--attention", choices=("flash", "eager"), help="attention implementation override")
-    p.add_argument("--implementation", choices=("fused", "hf"),
-                   help="saved-tensor accounting override: fused kernels or HuggingFace transformers")
-    _max_ops_arg(p)
-
-
-def _problem(args):
-    from ..core import hardware
-    from ..timeline.problem import Problem
-
-    overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
-    return Problem.build(args.model, hardware.load(args.hardware, link=args.link), args.budget,
-                         max_ops=args.max_ops, **overrides)
-
-
-def _df_table(title: str, df, floatfmt: str = ".4f"):
-    from ..report import _cell
-
-    t = _table(title, [str(c) for c in df.columns], {str(c) for c in df.columns if df[c].dtype.kind in "iuf"})
-    for row in df.itertuples(index=False, name=None):
-        t.add_row(*(_cell(v.item() if hasattr(v, "item") else v, floatfmt) for v in row))
-    return t
-
-
-def _check_outputs(args, out_dir: bool = False) -> None:
-    """Every output option of ``args`` can be written: checked before any work starts."""
-    for opt in ("out", "trace", "cache", "csv", "profile_out"):
-        if getattr(args, opt, None):
-            check_output(getattr(args, opt), "--" + opt.replace("_", "-"),
-                         directory=opt == "cache" or (opt == "out" and out_dir))
-    if getattr(args, "figure", None):
-        check_figure(args.figure)
-
-
 def _show_and_save(args, console, problem, plan) -> int:
-    from ..report import plan_summary
-    from ..timeline import simulate
+    from ..report import plan_summary  # lazy: start-up cost of the command line
+    from ..timeline import simulate  # lazy: start-up cost of the command line
 
     r = simulate(problem, plan, detail=True)
     console.print(str(problem))
@@ -334,7 +166,7 @@ def _show_and_save(args, console, problem, plan) -> int:
         r.to_chrome_trace(prepare_output(args.trace))
         console.print(f"chrome trace written to {args.trace} (open in ui.perfetto.dev)")
     if args.figure:
-        from ..report import timeline_figure
+        from ..report import timeline_figure  # lazy: start-up cost of the command line
 
         timeline_figure(r, problem, path=prepare_output(args.figure), planner=plan.planner)
         console.print(f"timeline figure written to {args.figure}")
@@ -353,7 +185,7 @@ def _plan_args(p):
 
 @command("plan", "plan one problem and show the simulated result", _plan_args)
 def _plan(args, console) -> int:
-    from .. import planners
+    from .. import planners  # lazy: start-up cost of the command line
 
     _check_outputs(args)
     problem = _problem(args)
@@ -369,7 +201,7 @@ def _simulate_args(p):
 
 @command("simulate", "re-simulate a saved plan on a problem", _simulate_args)
 def _simulate(args, console) -> int:
-    from ..core.plan import Plan, validate
+    from ..core.plan import Plan, validate  # lazy: start-up cost of the command line
 
     _check_outputs(args)
     plan = Plan.load(args.plan)
@@ -386,7 +218,7 @@ def _compare_args(p):
 
 @command("compare", "run several planners on one problem and tabulate", _compare_args)
 def _compare(args, console) -> int:
-    from .. import experiments, planners
+    from .. import experiments, planners  # lazy: start-up cost of the command line
 
     names = [n.strip() for n in args.planners.split(",") if n.strip()]
     for n in names:
@@ -399,7 +231,7 @@ def _compare(args, console) -> int:
             "peak_bytes": "peak", "stall_s": "stall", "recompute_s": "recompute", "swapped_bytes": "swapped",
             "n_keep": "keep", "n_swap": "swap", "n_recompute": "recomp.", "gap_to_bound": "gap to bound",
             "solve_s": "solve"}
-    from ..report import humanize
+    from ..report import humanize  # lazy: start-up cost of the command line
 
     print_table(console, _df_table(f"{args.model} on {args.hardware}, budget {args.budget} "
                             f"({df['budget_bytes'].iloc[0] / 2**30:.2f} GiB)", humanize(df[list(cols)]).rename(columns=cols)))
@@ -413,7 +245,7 @@ def _sweep_args(p):
     p.add_argument("--workers", type=_positive_int, help="processes (default: the file's, else 2)")
     p.add_argument("--cache", help="cache directory: finished runs are reused by a resumed sweep "
                                    "(after Ctrl-C, run the same command again)")
-    from ..experiments import MAX_RUNS
+    from ..experiments import MAX_RUNS  # lazy: start-up cost of the command line
 
     p.add_argument("--max-runs", type=_positive_int, default=MAX_RUNS,
                    help=f"refuse a sweep of more runs than this before it starts (default {MAX_RUNS:,})")
@@ -421,7 +253,7 @@ def _sweep_args(p):
 
 def _load_sweep_checked(args) -> None:
     """Read the sweep file and count its runs now: any error names the file, before any run."""
-    from .. import experiments, planners
+    from .. import experiments, planners  # lazy: start-up cost of the command line
 
     try:
         cfg = experiments.load_sweep(args.config, max_runs=args.max_runs)
@@ -446,7 +278,7 @@ def _sweep_interrupted(args, state) -> str:
 
 @command("sweep", "run a sweep file and print its ablation table", _sweep_args)
 def _sweep(args, console) -> int:
-    from .. import experiments, report
+    from .. import experiments, report  # lazy: start-up cost of the command line
 
     _check_outputs(args)
     _load_sweep_checked(args)
@@ -488,16 +320,12 @@ def _reproduce_args(p):
                         "(hf:<model>, needs the torch extra; docs/fidelity.md)")
 
 
-REPRODUCE_PLANNERS = ("slack", "capuchin", "dp-checkpoint", "chen-greedy", "chen-sqrt", "checkpoint-layers",
-                      "swap-all")
-
-
 @command("reproduce", "the published table (arXiv 2610.13003) beside ours, and gaps to a bound",
          _reproduce_args)
 def _reproduce(args, console) -> int:
-    from .. import experiments, models, planners, report
-    from ..core import hardware
-    from ..core.paths import user_path
+    from .. import experiments, models, planners, report  # lazy: start-up cost of the command line
+    from ..core import hardware  # lazy: start-up cost of the command line
+    from ..core.paths import user_path  # lazy: start-up cost of the command line
 
     _check_outputs(args, out_dir=True)
     names = [n.strip() for n in args.models.split(",") if n.strip()]
@@ -575,12 +403,36 @@ def _measure_args(p):
 
 @command("measure", "run keep-all, recompute-all and a plan of a real PyTorch model: measured vs simulated", _measure_args)
 def _measure(args, console) -> int:
-    from ..torch.measure_step import run_cli
+    from ..core.paths import user_path  # lazy: start-up cost of the command line
+    from ..core.plan import Plan as _Plan  # lazy: start-up cost of the command line
+    from ..torch.measure_step import load_model, measure  # torch: an optional dependency
 
-    return run_cli(args, console)
+    _check_outputs(args)
+    model, inputs = load_model(args.model, args.batch, args.seq, args.layers, args.vocab)
+    plan = _Plan.load(args.plan) if args.plan else None
+    if plan is not None:
+        plan = _Plan(plan.decisions, plan.issue_points, plan.d2h_order, plan.planner, plan.params,
+                     plan.info, None)   # checked against the traced graph, not a zoo problem
+    r = measure(model, inputs, planner=args.planner, planner_params=dict(args.param), plan=plan,
+                budget=args.budget, repeats=args.repeats, device=args.device, name=args.model,
+                profile_path=args.profile_out)
+    df = r.table()
+    print_table(console, _df_table(f"{r.model} on {r.device}: fastest of {args.repeats} steps, budget "
+                            f"{r.budget_bytes / 2**20:.2f} MiB", df, floatfmt=".3f"))
+    console.print(f"peak: {r.peak_kind}" + ("" if r.device.startswith("cuda") else
+                  " (CPU: the executor's count of resident saved tensors, against the same count on "
+                  "the simulator's schedule; the budget is judged on the simulator's full peak)"))
+    for row in r.rows:
+        if not row.fits:
+            console.print(f"{row.plan}: exceeds the budget (simulated peak over "
+                          f"{row.budget_bytes / 2**20:.2f} MiB); it ran anyway")
+    if args.profile_out:
+        console.print(f"profile written to {args.profile_out}")
+    if args.figure:
+        r.figure(args.figure)
+        console.print(f"figure written to {args.figure}")
+    if args.csv:
+        df.to_csv(user_path(args.csv), index=False)
+        console.print(f"table written to {args.csv}")
+    return 0
 
-
-from . import calibration_commands as _cli_extra  # noqa: E402, F401  (registers calibrate, sensitivity, robustness)
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -18,6 +18,11 @@ from typing import Any
 
 from .errors import GraphError
 
+#: Static memory (``Graph.static_bytes``): bytes per parameter of mixed-precision Adam training: 16-bit weights (2) + 16-bit gradients (2)
+#: + fp32 master weights, momentum and variance (12); Rajbhandari et al. 2020 (ZeRO), section 3.1.
+#: Pure fp32 training also totals 16 (4 weights + 4 gradients + 8 Adam moments).
+BYTES_PER_PARAM = 16
+
 #: Tensor kinds that carry a gradient in the backward pass (masks and statistics do not).
 GRAD_KINDS = frozenset({"activation", "logits"})
 
@@ -113,7 +118,7 @@ class Graph:
 
     def to_networkx(self):
         """A ``networkx.DiGraph`` with op nodes (``op:<id>``) and tensor nodes (``t:<id>``)."""
-        import networkx as nx
+        import networkx as nx  # lazy: start-up cost (networkx)
 
         g = nx.DiGraph(name=self.name)
         for t in self.tensors:
@@ -128,7 +133,7 @@ class Graph:
 
     def layer_summary(self):
         """Per layer (``"outside"`` = embeddings and head): op count, FLOPs, saved bytes (DataFrame)."""
-        import pandas as pd
+        import pandas as pd  # lazy: start-up cost (pandas)
 
         saved = {t.id for t in self.planning_tensors()}
         rows: dict[Any, dict[str, float]] = {}

@@ -17,11 +17,14 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field
 
 from .errors import PlanError
 from .paths import read_document, user_path
-from .schema import parse
+from .schema import NonNegFloat, NonNegInt, Schema, check_type, parse
+from .schema import _short as _short_value
 
 SCHEMA_VERSION = 1
 
@@ -140,8 +143,6 @@ class Plan:
     @classmethod
     def from_dict(cls, d: Mapping, where: str = "plan file") -> Plan:
         """A plan from its JSON document, parsed by ``PlanFile`` (``PlanError`` names the field)."""
-        from .planfile import PlanFile
-
         doc = parse(PlanFile, d, where, exc=PlanError)
         i = doc.info
         info = SolveInfo(status=Status(i.status), objective=i.objective, lower_bound=i.lower_bound, gap=i.gap,
@@ -193,10 +194,10 @@ def validate(problem, plan: Plan) -> None:
     """Raise ``PlanError`` unless ``plan`` decides every planning tensor of ``problem`` exactly
     once, swaps only swappable and recomputes only recomputable tensors, and its issue points,
     hold points and D2H order are in range."""
-    from ..timeline.problem import Problem
-    from .schema import check_type
-
-    check_type(problem, Problem, "problem", "a Problem (slackswap.Problem.build(...))", PlanError)
+    if not all(hasattr(problem, a) for a in ("graph", "planning_ids", "key")):
+        # a Problem by what validation reads of it (Problem is built above this module: timeline/)
+        raise PlanError(f"problem: expected a Problem (slackswap.Problem.build(...)); "
+                        f"got {_short_value(problem)} ({type(problem).__name__})")
     check_type(plan, Plan, "plan", "a Plan (from a planner's plan(problem), Plan(...) or Plan.load(path))",
                PlanError)
     g = problem.graph
@@ -245,3 +246,43 @@ def check_hold_points(g, plan: Plan) -> None:
         if not 0 <= k <= n - 1:
             raise PlanError(f"plan.hold_points[{t}] ({ten.name}): stage {k} out of range 0..{n - 1} "
                             f"(the backward stages of {g.name!r}, one per op)")
+
+
+# ---------------------------------------------------------------- the plan file schema
+# (``Plan.save`` / ``Plan.load``, version 1; docs/errors.md)
+def _tensor_id(value):
+    """JSON object keys are strings: ``"12"`` is tensor 12."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return value
+
+
+def _lower(value):
+    return value.lower() if isinstance(value, str) else value
+
+
+TensorId = Annotated[NonNegInt, BeforeValidator(_tensor_id)]
+DecisionText = Annotated[Literal["keep", "swap", "recompute"], BeforeValidator(_lower)]
+StatusText = Literal[tuple(s.value for s in Status)]   # the values of plan.Status, one list
+
+
+class InfoFile(Schema):
+    status: StatusText = "FEASIBLE"
+    objective: float | None = None
+    lower_bound: float | None = None
+    gap: float | None = None
+    wall_s: NonNegFloat = 0.0
+    model_size: dict[str, NonNegInt] = Field(default_factory=dict)
+    message: str = ""
+
+
+class PlanFile(Schema):
+    schema_version: Literal[1]
+    problem_key: str | None = None
+    planner: str = "manual"
+    params: dict[str, Any] = Field(default_factory=dict)
+    decisions: dict[TensorId, DecisionText]
+    issue_points: dict[TensorId, NonNegInt] = Field(default_factory=dict)
+    d2h_order: list[NonNegInt] | None = None
+    hold_points: dict[TensorId, NonNegInt] = Field(default_factory=dict)
+    info: InfoFile = Field(default_factory=InfoFile)

@@ -26,7 +26,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 
-from .costs import CostModel, optimizer_seconds, transfer_seconds
+from . import hardware as _hw
+from .costmodel import CostModel, optimizer_seconds, transfer_seconds
 from .errors import ConfigError
 from .graph import Graph, Op, Tensor
 from .paths import read_document, user_path
@@ -208,7 +209,6 @@ def load(path, hardware=None) -> tuple[Graph, CostModel]:
 
 def from_dict(doc: dict, source: str = "profile") -> Profile:
     """A ``Profile`` from an already-parsed JSON document."""
-    from . import hardware as _hw
 
     f = parse(ProfileFile, doc, source)
     times = {o.name: (o.fwd_ms * 1e-3, o.bwd_ms * 1e-3) for o in f.ops}

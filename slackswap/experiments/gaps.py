@@ -2,9 +2,9 @@
 section "slack", "Where the greedy loses").
 
 ``compare`` plans every instance (``synthetic.Instance``: a problem and its family) with the
-exact planner (``brute`` by default) and with each heuristic variant; ``summary``,
-``family_table`` and ``gap_figure`` aggregate the gaps by budget level, link speed and graph
-shape; ``worst_cases`` and ``side_by_side`` put the optimum's and a heuristic's decisions for one
+exact planner (``brute`` by default) and with each heuristic variant; ``summary`` and
+``family_table`` aggregate the gaps by budget level, link speed and graph shape (the figure:
+``report.gap_figure``); ``worst_cases`` and ``side_by_side`` put the optimum's and a heuristic's decisions for one
 instance next to each other. ``gap = step / optimal step - 1``.
 
 >>> from slackswap.experiments import synthetic
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 import time
+
+import numpy as np
 
 from .. import planners as _planners
 from ..core.errors import SlackSwapError
@@ -55,7 +57,7 @@ def compare(instances, variants=None, exact: str = "brute"):
     """One row per (instance, variant): the family columns, ``fits``, ``step_s``, ``optimum_s``
     (the ``exact`` planner's, NaN where no plan fits), ``gap`` (NaN where either does not fit),
     ``wall_s`` and the ``plan``; the exact planner's plan is in ``exact_plan``."""
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
     variants = VARIANTS if variants is None else dict(variants)
     if not variants:
@@ -88,7 +90,7 @@ def summary(df):
     """Per variant: instances, how many the optimum fits, how many the variant fits, how many it
     leaves INFEASIBLE although the optimum fits, how many it solves optimally (gap < 1e-9), mean
     and worst gap, mean plan seconds."""
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
     out = []
     for label, d in df.groupby("label", sort=False):
@@ -101,10 +103,8 @@ def summary(df):
     return pd.DataFrame(out)
 
 
-def _family_key(df, family: str):
+def family_key(df, family: str):
     if family == "level":
-        import numpy as np
-
         edges = list(LEVEL_BINS) + [1.0]
         idx = np.clip(np.searchsorted(edges, df["level"], side="right") - 1, 0, len(LEVEL_BINS) - 1)
         return [f"{edges[i]:.2f}-{edges[i + 1]:.2f}" for i in idx]
@@ -117,40 +117,9 @@ def family_table(df, family: str = "level"):
     """Mean and worst gap (and count) per variant and bin of ``family`` (one of ``FAMILIES``:
     budget level in quarters, link = copy seconds per byte + per-copy latency, graph shape);
     instances the optimum cannot fit are left out."""
-    d = df[df["optimum_s"].notna()].assign(bin=lambda x: _family_key(x, family))
+    d = df[df["optimum_s"].notna()].assign(bin=lambda x: family_key(x, family))
     t = d.groupby(["bin", "label"], sort=True)["gap"].agg(n="size", mean_gap="mean", worst_gap="max")
     return t.unstack("label").swaplevel(0, 1, axis=1).sort_index(axis=1, level=0, sort_remaining=False)
-
-
-def gap_figure(df, path=None):
-    """Mean (top row) and worst (bottom row) gap to the optimum in percent against budget level,
-    link speed and graph shape; one line per variant in its planner's colour
-    (``report.planner_style``; variants of one planner differ by line style)."""
-    from matplotlib.lines import Line2D
-
-    from ..report import _figure, _label_styles, _legend_below, _save
-
-    d = df[df["optimum_s"].notna()]
-    styles = _label_styles(d)
-    fig, axes = _figure(2, 3, height=2.6, width=3.6, sharey="row")
-    for j, fam in enumerate(FAMILIES):
-        dd = d.assign(bin=_family_key(d, fam))
-        bins = sorted(set(dd["bin"]), key=lambda b: (fam == "link" and tuple(map(float, b.split(" + "))), b))
-        for label, st in styles.items():
-            g = dd[dd["label"] == label].groupby("bin")["gap"]
-            mean, worst = g.mean().reindex(bins) * 100, g.max().reindex(bins) * 100
-            x = range(len(bins))
-            axes[0][j].plot(x, mean, ms=4, label=label, **st)
-            axes[1][j].plot(x, worst, ms=4, label=label, **st)
-        for i in (0, 1):
-            ax = axes[i][j]
-            ax.set_xticks(range(len(bins)), bins, rotation=30 if fam == "link" else 0, fontsize=7)
-            ax.grid(alpha=0.3)
-        axes[1][j].set_xlabel(FAMILIES[fam])
-    axes[0][0].set_ylabel("mean gap (%)")
-    axes[1][0].set_ylabel("worst gap (%)")
-    _legend_below(fig, [Line2D([], [], ms=4, **st) for st in styles.values()], list(styles), ncols=4)
-    return _save(fig, path)
 
 
 def worst_cases(df, label: str, k: int = 3):
@@ -167,7 +136,7 @@ def side_by_side(problem, plans: dict):
     """One row per planning tensor: name, bytes, producer op, then each plan's decision
     (``keep`` / ``swap`` / ``recompute``), and ``differs`` where the plans disagree; a last row
     ``step time`` holds each plan's simulated step time."""
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
     g = problem.graph
     rows = []
@@ -183,5 +152,5 @@ def side_by_side(problem, plans: dict):
     return pd.DataFrame(rows)
 
 
-__all__ = ["FAMILIES", "LEVEL_BINS", "VARIANTS", "compare", "family_table", "gap_figure", "instances_of",
+__all__ = ["FAMILIES", "LEVEL_BINS", "VARIANTS", "compare", "family_key", "family_table", "instances_of",
            "side_by_side", "summary", "worst_cases"]

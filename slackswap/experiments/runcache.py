@@ -21,6 +21,10 @@ import hashlib
 import json
 from pathlib import Path
 
+from .. import __version__, models
+from ..core import hardware as hw_mod
+from ..core.errors import ConfigError
+
 COST_MODE = "analytical"
 """The cost model of every sweep run (``costs.build(mode=...)``); part of every key."""
 
@@ -45,7 +49,6 @@ def digest(obj) -> str:
 def load_hardware(hardware, link):
     """``hardware.load`` of a sweep's (hardware, link): link None (the preset's), a preset name,
     or a dict of ``Hardware.with_link`` changes (with an optional ``"link"`` preset)."""
-    from ..core import hardware as hw_mod
 
     if link is None:
         return hw_mod.load(hardware)
@@ -67,20 +70,16 @@ class TracedModel:
     versions: str
 
     def build(self):
-        from .. import models
-
         return models.build(self.model, **json.loads(self.overrides))
 
 
 def _traced(model: str, overrides: dict) -> TracedModel:
-    try:
+    try:   # torch and transformers: optional dependencies (the torch extra)
         import torch
         import transformers
 
         from ..torch.hf_trace import load_config
     except ModuleNotFoundError as exc:
-        from ..core.errors import ConfigError
-
         raise ConfigError(f"model {model!r}: tracing needs {exc.name}; install the extra: "
                           "pip install 'slackswap[torch]'") from exc
     cfg, _ = load_config(model[3:])
@@ -91,7 +90,6 @@ def _traced(model: str, overrides: dict) -> TracedModel:
 def resolve(model, hardware, link, overrides: dict):
     """``(model, Hardware)`` of a setting, read from the files now (no caching): the model is a
     ``TransformerSpec``, or a ``TracedModel`` for ``"hf:..."`` names."""
-    from .. import models
 
     if isinstance(model, str) and model.startswith("hf:"):
         return _traced(model, overrides), load_hardware(hardware, link)
@@ -116,7 +114,6 @@ def code_digest() -> str:
 def run_key(spec, setting: str, code: str) -> str:
     """The cache key of one run: its settings (``RunSpec``), the content they resolve to
     (``setting``), the package version and its code."""
-    from .. import __version__
 
     return digest({"run": dataclasses.asdict(spec), "setting": setting, "code": code, "version": __version__})
 

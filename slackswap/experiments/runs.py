@@ -19,14 +19,22 @@ import functools
 import itertools
 import json
 import math
+import signal
 import time
 import warnings
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 
+from .. import __version__
+from .. import planners as planners_mod
+from ..bounds import check_time_limit, lower_bound
 from ..core.errors import CapacityWarning, ConfigError
 from ..core.paths import user_path
+from ..core.plan import Decision, Status
+from ..core.schema import check_type
+from ..timeline import simulate
+from ..timeline.problem import Problem
 from . import runcache
 
 WALL_COLUMNS = ("solve_s",)
@@ -112,7 +120,6 @@ def _base_problem(spec: RunSpec):
     """``(content digest, problem without a budget)`` of a run's setting. The files are read on
     every call and problems are reused by the digest of what they resolve to, so an edited model,
     hardware or link file is never served from this process's memory."""
-    from ..timeline.problem import Problem
 
     tspec, hw = spec.resolve()
     key = runcache.setting_digest(tspec, hw)
@@ -149,7 +156,6 @@ def _bound_kwargs(bound) -> dict | None:
         raise ConfigError(f"bound: unknown key(s) {', '.join(map(str, bad))}; allowed: {', '.join(allowed)}"
                           + (" (lp_max_tensors was removed: the exact MILP's relaxation does not bound "
                              "multi-level plans, docs/milp.md section 5)" if "lp_max_tensors" in bound else ""))
-    from ..bounds import check_time_limit
 
     check_time_limit(bound.get("integral_time_limit_s"), "bound.integral_time_limit_s")
     return dict(bound)
@@ -159,10 +165,6 @@ def _bound_kwargs(bound) -> dict | None:
 def _bound(setting: str, budget_bytes: float, kwargs_json: str = "{}"):
     """``slackswap.bounds.lower_bound`` of one problem (``setting``: its content digest, a key of
     ``_PROBLEMS``), or (nan, why) while it is unavailable."""
-    try:
-        from ..bounds import lower_bound
-    except ImportError:
-        return math.nan, "unavailable (slackswap.bounds not installed)"
     problem = replace(_PROBLEMS[setting], budget_bytes=budget_bytes)
     seconds, how = lower_bound(problem, **json.loads(kwargs_json))
     return float(seconds), str(how)
@@ -177,7 +179,6 @@ def _link_name(link) -> str:
 def _settings_row(spec: RunSpec) -> RunRow:
     """A row holding every setting of ``spec`` (the link by its resolved name, the budget as a
     fraction when it can be known) and status ERROR until the run fills it."""
-    from .. import __version__
 
     row = RunRow(model=spec.model, hardware=spec.hardware, link=_link_name(spec.link), budget=math.nan,
                  budget_bytes=math.nan, planner=spec.planner, label=spec.label,
@@ -236,9 +237,6 @@ def _run_one(spec: RunSpec) -> dict:
 def _plan_and_judge(row: RunRow, problem, planner: str, params: dict, bound) -> None:
     """Fill ``row`` from planning ``problem`` with ``planner(**params)`` and simulating the plan;
     ``bound``: None or a callable returning ``(seconds, how)`` of the problem's lower bound."""
-    from .. import planners as planners_mod
-    from ..core.plan import Decision, Status
-    from ..timeline import simulate
 
     row.budget_bytes = float(problem.budget_bytes)
     row.budget = round(problem.budget_bytes / problem.keep_all_peak, 6)
@@ -267,8 +265,6 @@ def _plan_and_judge(row: RunRow, problem, planner: str, params: dict, bound) -> 
 
 
 def _problem_bound(problem, kw: dict) -> tuple[float, str]:
-    from ..bounds import lower_bound
-
     seconds, how = lower_bound(problem, **kw)
     return float(seconds), str(how)
 
@@ -288,9 +284,8 @@ def run_problems(problems, planners, *, planner_params=None, bound: bool | dict 
     >>> sorted(set(df["status"]))
     ['FEASIBLE', 'OPTIMAL']
     """
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
-    from .. import __version__
 
     items = list(problems.items()) if isinstance(problems, dict) else [(p.graph.name, p) for p in problems]
     kw = _bound_kwargs(bound)
@@ -328,7 +323,6 @@ def variants(planners, planner_params=None) -> list[tuple[str, str, dict]]:
     """``(label, planner name, params)`` for each run of a planner: every name in ``planners``
     (with ``planner_params[name]`` when that is a dict), then each ``(label, name, params)`` of
     ``planner_params`` when that is a list (ablation variants)."""
-    from ..core.schema import check_type
 
     check_type(planners, (str, list, tuple, type(None)), "planners", "a planner name or a list of names",
                ConfigError)
@@ -409,7 +403,7 @@ def sweep(models, hardware, budgets, planners, *, overrides=None, planner_params
     Returns a DataFrame with one row per run (``RunRow`` columns) in grid order; ``df.attrs`` holds
     ``runs``, ``cache_hits`` and ``computed``.
     """
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
     _bound_kwargs(bound)      # a bad ``bound`` fails before any run starts
     specs = grid(models, hardware, budgets, planners, overrides=overrides, planner_params=planner_params,
@@ -501,8 +495,6 @@ def _execute(specs, todo, executor, workers):
 
 
 def _ignore_sigint() -> None:
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -510,7 +502,7 @@ def finish(df):
     """Fill the cross-run columns: ``gap_to_milp`` (step time over the MILP's, minus 1, within the
     same setting; the row labelled ``milp`` first, else the first milp row that fits) and nullable
     integer dtypes."""
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
     df = df.copy()
     df["gap_to_milp"] = math.nan
@@ -540,10 +532,6 @@ class _NoBar:
 def _progress(total: int, done: int, enabled: bool):
     if not enabled or total == 0:
         return _NoBar()
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # lazy: start-up cost (tqdm)
 
     return tqdm(total=total, initial=done, desc="sweep", unit="run")
-
-
-# the sweep files (data/sweeps/*.toml) live in their own module; their API is re-exported here
-from .sweepfiles import SWEEP_KEYS, load_sweep, run_sweep_file, sweeps_dir  # noqa: E402, F401

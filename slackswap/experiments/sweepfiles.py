@@ -11,16 +11,18 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from .. import planners
 from ..core.errors import ConfigError, SlackSwapError
-from ..core.paths import read_document, user_path
+from ..core.paths import check_output, data_dir, read_document, user_path
 from ..core.schema import PosFloat, PosInt, Schema, parse
+from ..timeline.problem import resolve_budget
+from .runs import MAX_RUNS, check_runs, count_runs, sweep, variants
 
 __all__ = ["SWEEP_KEYS", "load_sweep", "run_sweep_file", "sweep_from_dict", "sweeps_dir"]
 
 
 def _budget(value):
     """One budget as ``Problem.build`` takes it: a fraction in (0, 1], bytes, "24GiB" or "inf"."""
-    from ..timeline.problem import resolve_budget
 
     try:
         resolve_budget(value, 1)
@@ -91,7 +93,6 @@ SWEEP_KEYS = set(SweepFile.model_fields)
 
 def sweeps_dir() -> Path:
     """The shipped sweep files (``data/sweeps/*.toml``)."""
-    from ..core.paths import data_dir
 
     return data_dir() / "sweeps"
 
@@ -107,7 +108,6 @@ def load_sweep(path, max_runs: int | None = None) -> dict:
 
 def sweep_from_dict(doc, where: str = "sweep", default_name: str = "sweep", max_runs: int | None = None) -> dict:
     """``load_sweep`` of an already-parsed document (``where`` names it in errors)."""
-    from .runs import check_runs
 
     f = parse(SweepFile, doc, where)
     if isinstance(f.budgets, BudgetRange):
@@ -122,8 +122,6 @@ def sweep_from_dict(doc, where: str = "sweep", default_name: str = "sweep", max_
            "hardware": f.hardware, "budgets": budgets, "planners": f.planners,
            "planner_params": params, "link": f.links, "overrides": f.overrides,
            "workers": f.workers, "bound": f.bound, "by": f.by}
-    from .. import planners
-    from .runs import count_runs, variants
 
     check_runs(count_runs(out["models"], out["hardware"], budgets, out["planners"], overrides=out["overrides"],
                           planner_params=params, link=out["link"]), max_runs, where)   # before any check of planners
@@ -141,16 +139,13 @@ def sweep_from_dict(doc, where: str = "sweep", default_name: str = "sweep", max_
 def run_sweep_file(path, out=None, **kw):
     """Run a sweep file; write the rows as CSV to ``out`` when given. ``kw`` overrides
     ``sweep()`` arguments (e.g. ``workers``, ``executor``, ``cache``, ``progress``)."""
-    from .runs import MAX_RUNS
 
     cfg = load_sweep(path, max_runs=kw.get("max_runs", MAX_RUNS))
     if out is not None:   # before any run: a sweep never computes rows it cannot write
-        from ..cli.common import check_output
 
         check_output(out, "out")
     args = {k: v for k, v in cfg.items() if k not in ("name", "description", "by")}
     args.update(kw)
-    from .runs import sweep
 
     df = sweep(**args)
     df.attrs["by"] = cfg["by"]

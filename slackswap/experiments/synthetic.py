@@ -7,12 +7,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..core.costs import CostModel
 from ..core.errors import SlackSwapError
 from ..core.graph import Graph, Op, Tensor
+from ..core.plan import Decision, Plan
+from ..timeline import compile_schedule, simulate
+from ..timeline.problem import Problem
 
 
 def chain(n_ops: int, sizes=None, input_bytes: int = 0, name: str = "chain") -> Graph:
@@ -112,11 +118,7 @@ def exact_suite(levels=(0.0, 0.25, 0.5, 0.75), transfer_scale: float = 0.5) -> l
     >>> [(p.graph.name, round(p.budget_fraction, 3)) for p in exact_suite(levels=(0.0,))][:2]
     [('chain8', 0.412), ('residual', 0.7)]
     """
-    import math
-    from dataclasses import replace
 
-    from ..core.costs import CostModel
-    from ..timeline.problem import Problem
 
     if not (isinstance(transfer_scale, (int, float)) and transfer_scale > 0):
         raise SlackSwapError(f"exact_suite.transfer_scale: must be a positive number, got {transfer_scale!r}")
@@ -165,10 +167,7 @@ def random_suite(n: int = 200, seed: int = 0, max_tensors: int = 7) -> list:
     >>> [i.problem.graph.name for i in random_suite(2)]
     ['mixed/0', 'mixed/1']
     """
-    import math
 
-    from ..core.costs import CostModel
-    from ..timeline.problem import Problem
 
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise SlackSwapError(f"random_suite.n: must be an int >= 0, got {n!r}")
@@ -211,11 +210,7 @@ def chain_multilevel_optimum(problem) -> float:
     every ``a_t`` KEEP, or RECOMPUTE with hold point ``k`` in ``t..l-1`` (a hold point below
     ``t`` acts like ``t``: stage ``t`` is ``a_t``'s last use). ``l!`` plans: the oracle of the
     multi-level ``dp-checkpoint`` on chains of up to 10 ops. ``math.inf`` if none fits."""
-    import itertools
-    import math
 
-    from ..core.plan import Decision, Plan
-    from ..timeline import simulate
 
     g = problem.graph
     ids = [t.id for t in g.planning_tensors()]
@@ -244,11 +239,7 @@ def multilevel_optimum(problem, max_plans: int = 6000) -> tuple[float | None, in
     ``(seconds, plans)`` (``math.inf`` if none fits), or, without simulating, ``(None, count)``
     with a count above ``max_plans`` as soon as there are more: the oracle of
     ``milp(hold_points=True)`` on tiny problems (docs/milp.md section 8)."""
-    import itertools
-    import math
 
-    from ..core.plan import Decision, Plan
-    from ..timeline import compile_schedule, simulate
 
     if isinstance(max_plans, bool) or not isinstance(max_plans, int) or max_plans < 1:
         raise SlackSwapError(f"multilevel_optimum.max_plans: must be an int >= 1, got {max_plans!r}")

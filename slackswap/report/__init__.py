@@ -19,10 +19,16 @@ Tables take the DataFrame of ``experiments.sweep``:
 from __future__ import annotations
 
 import math
+import zlib
 
 from ..core.errors import ConfigError, ParameterError
 from ..core.paths import data_dir, user_path
+from ..core.plan import Decision
+from ..core.schema import check_type
 from ..core.units import format_bytes, format_seconds
+from ..experiments.gaps import FAMILIES, family_key
+from ..timeline import SimResult
+from ..timeline.problem import Problem
 from .tables import (  # noqa: F401 - re-exported: report is the tables' public home
     AGGREGATIONS,
     SETTINGS,
@@ -40,7 +46,7 @@ HEURISTICS = ("slack", "capuchin", "dp-checkpoint", "chen-greedy", "chen-sqrt", 
 # ---------------------------------------------------------------- tables
 def reference_table(path=None):
     """The published numbers (columns model, hardware, budget, throughput_ratio, tolerance, source)."""
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
     p = user_path(path) if path is not None else data_dir() / REFERENCE
     if not p.exists():
@@ -60,7 +66,7 @@ def published_table(df, planner: str = "slack", reference=None):
     """Paper value beside ours for every published (model, hardware, budget) found in ``df``
     (rows of ``planner``; label ``planner`` first). Columns: model, hardware, budget, paper, ours,
     difference (ours - paper), tolerance, within (|difference| <= tolerance), source."""
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
     ref = reference_table(reference)
     ours = df[df["planner"] == planner].copy()
@@ -84,7 +90,7 @@ def published_table(df, planner: str = "slack", reference=None):
 def gap_table(df, summary: bool = False):
     """Every non-MILP run's throughput ratio, its gap to the MILP optimum and to the lower bound
     (step / reference - 1; 0 = optimal). With ``summary``, per label: runs, mean and max gaps."""
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
     d = df[(df["planner"] != "milp") & df["fits"].astype(bool)]
     cols = ["model", "hardware", "budget", "label", "throughput_ratio", "gap_to_milp", "gap_to_bound"]
@@ -107,7 +113,7 @@ def _cell(v, floatfmt: str) -> str:
     if isinstance(v, float):
         return "inf" if math.isinf(v) else format(v, floatfmt)
     try:
-        import pandas as pd
+        import pandas as pd  # lazy: start-up cost (pandas)
 
         if v is pd.NA:
             return ""
@@ -123,7 +129,7 @@ def _rows(df, floatfmt):
 
 def to_markdown(df, floatfmt: str = ".4f", path=None) -> str:
     """A GitHub markdown table (numbers right-aligned); written to ``path`` when given."""
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
     heads = [str(c) for c in df.columns]
     rows = _rows(df, floatfmt)
@@ -146,7 +152,7 @@ _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_",
 
 def to_latex(df, floatfmt: str = ".4f", caption: str | None = None, path=None) -> str:
     """A booktabs ``tabular`` (special characters escaped); written to ``path`` when given."""
-    import pandas as pd
+    import pandas as pd  # lazy: start-up cost (pandas)
 
     def esc(s: str) -> str:
         return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in s)
@@ -195,7 +201,6 @@ def planner_style(planner: str) -> tuple[str, str]:
     any other name a choice that depends only on the name, so it too is the same in every figure."""
     if planner in PLANNER_STYLE:
         return PLANNER_STYLE[planner]
-    import zlib
 
     h = zlib.crc32(planner.encode())
     return _OTHER_COLORS[h % len(_OTHER_COLORS)], _OTHER_MARKERS[h // len(_OTHER_COLORS) % len(_OTHER_MARKERS)]
@@ -220,7 +225,7 @@ def _label_styles(df) -> dict[str, dict]:
 
 
 def _figure(nrows: int = 1, ncols: int = 1, height: float = 3.5, width: float = 6.0, **kw):
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: start-up cost (matplotlib)
 
     fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
@@ -247,7 +252,7 @@ def pareto_figure(df, value: str = "throughput_ratio", path=None):
     (the Pareto view: how much memory can be saved at what throughput). Runs that do not fit
     are left out of their line. Each planner has the same colour and marker in every panel
     (``planner_style``); one legend below the panels names every label."""
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # lazy: start-up cost (matplotlib)
 
     models = list(dict.fromkeys(df["model"]))
     fig, axes = _figure(1, max(1, len(models)), height=3.6, width=4.8, sharey=True)
@@ -269,6 +274,36 @@ def pareto_figure(df, value: str = "throughput_ratio", path=None):
 
 # event kind -> (legend name, colour); copies alternate between the colour and a lighter shade so
 # that back-to-back copies on a busy link stay separate bars
+def gap_figure(df, path=None):
+    """The gap study of ``experiments.gaps.compare``'s rows: mean (top row) and worst (bottom row) gap to the optimum in percent against budget level,
+    link speed and graph shape; one line per variant in its planner's colour
+    (``report.planner_style``; variants of one planner differ by line style)."""
+    from matplotlib.lines import Line2D  # lazy: start-up cost (matplotlib)
+
+
+    d = df[df["optimum_s"].notna()]
+    styles = _label_styles(d)
+    fig, axes = _figure(2, 3, height=2.6, width=3.6, sharey="row")
+    for j, fam in enumerate(FAMILIES):
+        dd = d.assign(bin=family_key(d, fam))
+        bins = sorted(set(dd["bin"]), key=lambda b: (fam == "link" and tuple(map(float, b.split(" + "))), b))
+        for label, st in styles.items():
+            g = dd[dd["label"] == label].groupby("bin")["gap"]
+            mean, worst = g.mean().reindex(bins) * 100, g.max().reindex(bins) * 100
+            x = range(len(bins))
+            axes[0][j].plot(x, mean, ms=4, label=label, **st)
+            axes[1][j].plot(x, worst, ms=4, label=label, **st)
+        for i in (0, 1):
+            ax = axes[i][j]
+            ax.set_xticks(range(len(bins)), bins, rotation=30 if fam == "link" else 0, fontsize=7)
+            ax.grid(alpha=0.3)
+        axes[1][j].set_xlabel(FAMILIES[fam])
+    axes[0][0].set_ylabel("mean gap (%)")
+    axes[1][0].set_ylabel("worst gap (%)")
+    _legend_below(fig, [Line2D([], [], ms=4, **st) for st in styles.values()], list(styles), ncols=4)
+    return _save(fig, path)
+
+
 _KINDS = {"fwd": ("forward", "#4c72b0"), "rec": ("recompute", "#dd8452"), "bwd": ("backward", "#55a868"),
           "opt": ("optimizer", "#8172b3"), "d2h": ("swap out (D2H)", "#c44e52"),
           "h2d": ("swap in (H2D)", "#937860")}
@@ -278,7 +313,7 @@ _MEMORY_COLOR, _BUDGET_COLOR = "#333333", "#c44e52"
 
 
 def _lighter(color: str, f: float = 0.45):
-    from matplotlib.colors import to_rgb
+    from matplotlib.colors import to_rgb  # lazy: start-up cost (matplotlib)
 
     return tuple(c + (1 - c) * f for c in to_rgb(color))
 
@@ -313,9 +348,6 @@ def _memory_axes(ax, result, problem, ts: float, color: str):
 
 def _figure_args(fn: str, result, problem) -> None:
     """Refuse swapped or wrong arguments: ``fn(result, problem=None)``."""
-    from ..core.schema import check_type
-    from ..timeline import SimResult
-    from ..timeline.problem import Problem
 
     check_type(result, SimResult, f"{fn}(result)", "a SimResult (simulate(problem, plan)); the "
                "order is (result, problem)", ParameterError)
@@ -372,7 +404,6 @@ def memory_figure(result, problem=None, path=None, planner: str | None = None):
 # ---------------------------------------------------------------- text
 def plan_summary(problem, plan, result) -> list[str]:
     """Human-readable lines: the plan's decisions (count, bytes) and its simulated result."""
-    from ..core.plan import Decision
 
     lines = [f"plan: {plan.planner} {dict(plan.params)}  status {plan.info.status.value}  solve "
              f"{format_seconds(plan.info.wall_s)}" + (f"  ({plan.info.message})" if plan.info.message else "")]

@@ -13,12 +13,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from . import _figure, _label_styles, _save
+from ..calibration.calibrate import bounds_for
+from ..core import hardware as hw_mod
+from . import _figure, _label_styles, _save, reference_table
 
 
 def _published(model: str, budget) -> float | None:
-    from . import reference_table
-
     try:
         ref = reference_table()
     except ValueError:
@@ -33,8 +33,6 @@ def sensitivity_figure(df, hardware: str = "a100-80gb", points=None, path=None):
     ratio for that model and budget (``data/reference/``); white circle: the preset (scale 1,
     its bandwidth); dashed box: the plausible ranges of ``calibrate.bounds_for``; ``points``:
     optional ``{model: (compute_scale, bandwidth_bytes_per_s)}`` marked with a star (e.g. a fit)."""
-    from ..calibration.calibrate import bounds_for
-    from ..core import hardware as hw_mod
 
     hw = hw_mod.load(hardware)
     models = list(dict.fromkeys(df["model"]))
@@ -74,7 +72,7 @@ def sensitivity_figure(df, hardware: str = "a100-80gb", points=None, path=None):
             if j == 0:
                 ax.set_ylabel("compute efficiency scale (x preset)", fontsize=8)
     fig.colorbar(cf, ax=axes, shrink=0.8, label="throughput ratio")
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # lazy: start-up cost (matplotlib)
 
     handles = [Line2D([], [], color="red", lw=1.8, label="published ratio (data/reference/)"),
                Line2D([], [], ls="none", marker="o", mfc="white", mec="k", label=f"preset {hardware}"),

@@ -32,12 +32,21 @@ benchmarks/bench_explore.py measures each change (benchmarks/README.md).
 
 from __future__ import annotations
 
+import io
 import time
 import warnings
 from collections import OrderedDict
 
+import numpy as np
+
+from .. import models as model_mod
+from .. import planners, report
+from ..core import hardware as hw_mod
 from ..core.errors import BudgetError, CapacityWarning, ParameterError
 from ..core.schema import check_type
+from ..core.units import format_bytes, format_seconds
+from ..timeline import simulate
+from ..timeline.problem import Problem
 
 BUDGET_RANGE = (0.1, 1.0)  # budgets the explorer takes: fractions of the keep-all activation peak
 BUDGET_STEP = 0.01  # the budget slider's step
@@ -49,7 +58,6 @@ _INSTALL_HINT = ("the explorer's controls need ipywidgets: pip install 'slackswa
 def default_planners() -> tuple[str, ...]:
     """Every registered planner that is not exact (``brute`` and ``milp`` take from seconds to
     minutes on the full-size models, too long for a control that redraws on each change)."""
-    from .. import planners
 
     return tuple(n for n in planners.available() if not planners.get(n).tags.exact)
 
@@ -90,8 +98,6 @@ class Explorer:
 
     def __init__(self, model: str = "gpt2-xl", hardware: str = "a100-80gb", budget: float = 0.5,
                  planner: str = "slack", planners=None):
-        from .. import models as model_mod
-        from ..core import hardware as hw_mod
 
         self.models = tuple(model_mod.available())
         self.hardwares = tuple(hw_mod.available())
@@ -121,8 +127,6 @@ class Explorer:
         """The problem of (model, hardware) without a budget, built once."""
         key = (model, hardware)
         if key not in self._problems:
-            from ..timeline.problem import Problem
-
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", CapacityWarning)  # kept in ``warnings`` per budget
                 self._problems[key] = Problem.build(model, hardware, budget=None)
@@ -155,9 +159,6 @@ class Explorer:
         return self
 
     def _solve(self, base) -> None:
-        from .. import planners
-        from ..timeline import simulate
-
         self.problem = self.plan = self.result = None
         self.message = ""
         if budget_bytes(base, self.budget) < base.min_feasible_bytes:
@@ -193,7 +194,6 @@ class Explorer:
     def title(self) -> str:
         """Two lines: the setting, then the simulated step (or why there is none)."""
         base = self._problems[(self.model, self.hardware)]
-        from ..core.units import format_bytes, format_seconds
 
         head = (f"{self.model} on {self.hardware}, budget {self.budget:.2f} of the keep-all peak "
                 f"({format_bytes(budget_bytes(base, self.budget))}), planner {self.planner}")
@@ -212,7 +212,7 @@ class Explorer:
         """``update``, then display the memory warnings and the figure: the callback for
         ``ipywidgets.interactive_output(ex.show, ex.controls())`` (needs IPython)."""
         self.update(model=model, hardware=hardware, budget=budget, planner=planner)
-        from IPython.display import Image, display
+        from IPython.display import Image, display  # optional dependency (IPython)
 
         for text in self.warnings:
             print(f"WARNING: {text}")
@@ -221,7 +221,6 @@ class Explorer:
     def png(self, dpi: int = 100) -> bytes:
         """The figure as PNG bytes: one render, no bounding-box pass, compression level 3 (about a
         quarter less CPU than the default level 6, for 4% more bytes)."""
-        import io
 
         buf = io.BytesIO()
         self.figure.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 3})
@@ -251,15 +250,13 @@ def budget_bytes(problem, fraction: float) -> float:
 def ipywidgets():
     """The ipywidgets module, or an ``ImportError`` that says how to install it."""
     try:
-        import ipywidgets as widgets
+        import ipywidgets as widgets  # optional dependency (the notebooks extra)
     except ImportError:
         raise ImportError(_INSTALL_HINT) from None
     return widgets
 
 
 def _registered() -> tuple[str, ...]:
-    from .. import planners
-
     return tuple(planners.available())
 
 
@@ -267,11 +264,10 @@ class _Drawing:
     """The explorer's figure: its artists are made once; ``draw`` replaces their data."""
 
     def __init__(self):
-        from matplotlib.collections import PolyCollection
-        from matplotlib.lines import Line2D
-        from matplotlib.patches import Patch
+        from matplotlib.collections import PolyCollection  # lazy: start-up cost (matplotlib)
+        from matplotlib.lines import Line2D  # lazy: start-up cost (matplotlib)
+        from matplotlib.patches import Patch  # lazy: start-up cost (matplotlib)
 
-        from .. import report
 
         fig, axes = report._figure(2, 1, height=2.6, width=9.0, sharex=True)
         self.figure = fig
@@ -303,11 +299,6 @@ class _Drawing:
         fig.set_layout_engine("none")
 
     def draw(self, ex: Explorer) -> None:
-        import numpy as np
-
-        from .. import report
-        from ..core.units import format_bytes
-
         r, base = ex.result, ex._problems[(ex.model, ex.hardware)]
         events = r.events if r is not None else ()
         end = max((e.end for e in events), default=0.0)

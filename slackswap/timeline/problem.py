@@ -11,12 +11,21 @@ import math
 import warnings
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
+from .. import models
+from ..core import costs as costs_mod
+from ..core import hardware as hw_mod
 from ..core.costs import CostModel
 from ..core.errors import BudgetError, CapacityWarning, ParameterError, SlackSwapError
 from ..core.graph import Graph
+from ..core.plan import Decision, Plan, problem_key
+from ..core.schema import check_type
 from ..core.units import format_bytes, format_seconds, parse_bytes
+from ..models import TransformerSpec
+from . import simulate
+from .schedule import memory_floor
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,15 +44,11 @@ class Problem:
         if self.keep_all_peak is None:
             object.__setattr__(self, "keep_all_peak", _keep_all_peak(self.graph, self.costs))
         if self.min_feasible_bytes is None:
-            from .schedule import memory_floor
-
             object.__setattr__(self, "min_feasible_bytes", memory_floor(self.graph)[0])
         b = self.budget_bytes
         if isinstance(b, bool) or not isinstance(b, (int, float)) or math.isnan(b) or b <= 0:
             raise BudgetError(f"budget_bytes: must be a positive number of bytes or inf, got {b!r}")
         if b < self.min_feasible_bytes:
-            from .schedule import memory_floor
-
             where = memory_floor(self.graph)[1]
             raise BudgetError(
                 f"budget: {format_bytes(b)} is below the smallest feasible budget "
@@ -59,13 +64,7 @@ class Problem:
         activation peak, bytes (int or ``"24GiB"``), or None for no limit. Warns
         (``CapacityWarning``, ``memory_warnings``) when static memory plus the budget exceed the
         GPU's memory."""
-        from pathlib import Path
 
-        from .. import models
-        from ..core import costs as costs_mod
-        from ..core import hardware as hw_mod
-        from ..core.schema import check_type
-        from ..models import TransformerSpec
 
         check_type(model, (str, Path, TransformerSpec, Graph), "Problem.build(model)",
                    "a model preset name, a TransformerSpec, a config.json path or a Graph", ParameterError)
@@ -94,8 +93,6 @@ class Problem:
     # ---- derived views ----
     @cached_property
     def key(self) -> str:
-        from ..core.plan import problem_key
-
         return problem_key(self.graph)
 
     @cached_property
@@ -150,6 +147,19 @@ class Problem:
                 + "".join(f"\n  WARNING: {w}" for w in self.memory_warnings))
 
 
+def with_transfer_margin(problem, margin: float):
+    """The same problem with every copy (D2H and H2D) ``1 + margin`` times slower (a pessimistic
+    cost model to plan against); the original is not changed."""
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin <= 10:
+        raise SlackSwapError(f"margin: must be a number in [0, 10] (0.2 = copies 20% slower), got {margin!r}")
+    if margin == 0:
+        return problem
+    c = problem.costs
+    k = 1.0 + float(margin)
+    return replace(problem, costs=replace(c, d2h_s=tuple(x * k for x in c.d2h_s),
+                                          h2d_s=tuple(x * k for x in c.h2d_s)))
+
+
 def capacity_warnings(static_bytes: float, activation_bytes: float, hardware, what: str = "activations") -> tuple[str, ...]:
     """One sentence when ``static_bytes + activation_bytes`` exceed ``hardware.gpu.memory_bytes``
     (empty when they fit or the hardware is unknown). The text does not depend on the activations
@@ -200,9 +210,6 @@ def resolve_budget(budget, keep_all_peak: int) -> float:
 
 
 def _keep_all_peak(graph: Graph, costs: CostModel) -> int:
-    from ..core.plan import Decision, Plan
-    from . import simulate
-
     probe = Problem.__new__(Problem)
     for k, v in dict(graph=graph, costs=costs, budget_bytes=math.inf, hardware=None,
                      keep_all_peak=0, min_feasible_bytes=0).items():

@@ -33,7 +33,7 @@ _KIND_CODE = {k: i for i, k in enumerate(_KINDS)}
 def _compiled():
     """The compiled core, imported at the first simulation: ``import slackswap`` does not load
     numba (about half a second)."""
-    from . import _core
+    from . import _core  # lazy: start-up cost (numba)
 
     return _core
 

@@ -7,6 +7,7 @@ forward + loss + backward and returns a ``Graph`` whose ``spec`` is a ``TraceInf
 
 from __future__ import annotations
 
+from ..core.errors import ConfigError
 from ._info import TraceInfo
 from .measured_costs import measured_costs
 
@@ -18,8 +19,6 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without 
     _missing = exc.name
 
     def trace(*args, **kwargs):
-        from ..core.errors import ConfigError
-
         raise ConfigError(f"slackswap.torch: needs {_missing}; install the extra: "
                           "pip install 'slackswap[torch]'")
 

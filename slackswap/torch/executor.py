@@ -484,7 +484,7 @@ def apply(model, plan, graph, *, problem=None, issue_points=None, track=True,
 def run_step(model, plan, graph, inputs, loss_fn=None, **kw) -> ExecStats:
     """One forward + loss + backward of ``model`` on ``inputs`` under ``plan`` (the loss as in
     ``trace``: ``loss_fn(output, *inputs)``, default ``output.loss`` or the output's sum)."""
-    from .trace import _default_loss
+    from .trace import _default_loss  # optional dependency (torch)
 
     args = tuple(inputs.values()) if isinstance(inputs, dict) else tuple(inputs)
     with apply(model, plan, graph, **kw) as run:

@@ -29,8 +29,8 @@ def build(name: str, batch: int | None = None, seq: int | None = None, layers: i
           vocab: int | None = None, seed: int = 0):
     """``(model, inputs)`` for preset ``name`` (see ``PRESETS``) in training mode; ``layers`` and
     ``vocab`` shrink a preset (hidden sizes and heads stay)."""
-    import torch
-    import transformers as tf
+    import torch  # optional dependency (torch)
+    import transformers as tf  # optional dependency (transformers)
 
     if name not in PRESETS:
         raise UnknownNameError("torch model", name, names())

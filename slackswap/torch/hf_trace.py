@@ -1,10 +1,10 @@
 """HuggingFace models by name or config, traced (docs/trace.md).
 
 ``build_graph("gpt2-xl")`` builds ``GPT2LMHeadModel`` from ``data/hf/gpt2-xl.json`` with random
-weights (nothing is downloaded), on ``meta`` by default, and traces one training step at the
-shape of the model preset of the same name (``data/models/gpt2-xl.toml``: batch 8, seq 1024);
+weights (nothing is downloaded), on ``meta`` by default, and traces one training step.
+``models.build("hf:gpt2-xl")`` and ``--model hf:gpt2-xl`` reach it at the shape of the model
+preset of the same name (``data/models/gpt2-xl.toml``: batch 8, seq 1024; ``default_shape``);
 configs without a preset default to batch 1 and the longest supported sequence.
-``models.build("hf:gpt2-xl")`` and ``--model hf:gpt2-xl`` reach it.
 
 >>> g = build_graph("tiny-gpt2", batch=2, seq=32)
 >>> g.name, g.spec.model_name, g.spec.batch, g.spec.seq
@@ -65,7 +65,7 @@ def build_model(cfg: dict, *, device: str = "meta", dtype: str = "bf16",
                 attention: str = "flash") -> torch.nn.Module:
     """The model class named by ``cfg["architectures"][0]`` with random weights on ``device``;
     ``attention``: ``"flash"`` (HF's ``sdpa``) or ``"eager"`` (HF's own softmax attention)."""
-    import transformers
+    import transformers  # optional dependency (transformers)
 
     if dtype not in DTYPES:
         raise ConfigError(f"dtype: must be one of {', '.join(DTYPES)}; got {dtype!r}")
@@ -101,15 +101,6 @@ def example_inputs(model: torch.nn.Module, batch: int, seq: int, device: str = "
     return inputs
 
 
-def _preset_shape(name: str) -> tuple[int, int] | None:
-    from ..models import presets as zoo
-
-    if name in zoo.available():
-        s = zoo.load(name)
-        return s.batch, s.seq
-    return None
-
-
 def _max_positions(cfg: dict) -> int:
     for k in ("max_position_embeddings", "n_positions", "n_ctx"):
         if isinstance(cfg.get(k), int):
@@ -117,11 +108,11 @@ def _max_positions(cfg: dict) -> int:
     raise ConfigError("max_position_embeddings: the config gives no sequence length; pass seq=")
 
 
-def build_graph(name_or_path: str | Path, **overrides) -> Graph:
+def build_graph(name_or_path: str | Path, default_shape: tuple[int, int] | None = None, **overrides) -> Graph:
     """Trace the HF model ``name_or_path`` (a shipped name or a config.json path).
 
-    ``overrides``: ``batch``, ``seq`` (default: the preset of the same name, else 1 and the
-    longest supported sequence), ``max_positions`` (sets the config's position count),
+    ``overrides``: ``batch``, ``seq`` (default: ``default_shape``, which ``models.build("hf:...")``
+    sets to the model preset of the same name; else 1 and the longest supported sequence), ``max_positions`` (sets the config's position count),
     ``attention`` (``"flash"``: HF sdpa, default; ``"eager"``), ``dtype`` (bf16), ``device``
     (meta), ``kernels`` (see ``trace``), ``name`` (default ``"hf:<name>"``). Traces are cached
     in-process.
@@ -135,7 +126,7 @@ def build_graph(name_or_path: str | Path, **overrides) -> Graph:
         keys = [k for k in ("max_position_embeddings", "n_positions", "n_ctx") if k in cfg]
         for k in keys or ["max_position_embeddings"]:
             cfg[k] = overrides["max_positions"]
-    shape = _preset_shape(name)
+    shape = default_shape
     batch = overrides.get("batch", shape[0] if shape else 1)
     seq = overrides["seq"] if "seq" in overrides else shape[1] if shape else _max_positions(cfg)
     for k, v in (("batch", batch), ("seq", seq)):
@@ -150,7 +141,7 @@ def build_graph(name_or_path: str | Path, **overrides) -> Graph:
 
 @lru_cache(maxsize=16)
 def _cached(key, name, batch, seq, attention, dtype, device, kernels, gname) -> Graph:
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # optional dependency (transformers)
 
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # "loss_type=None ..." and similar notes on random models

@@ -11,6 +11,7 @@ peak the executor's hooks count, compared with the same count on the simulator's
 from __future__ import annotations
 
 import copy
+import importlib
 import math
 import statistics
 import time
@@ -18,9 +19,13 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .. import planners
+from ..core import profile
 from ..core.costs import CostModel
 from ..core.errors import ConfigError
 from ..core.plan import Decision, Plan
+from ..report import measure_figures  # measure_figures.measurement_figure looked up at call time
+from ..timeline import simulate
 from ..timeline.problem import Problem
 from . import _ledger
 from .executor import apply
@@ -57,7 +62,7 @@ class Measurement:
     profile_path: str | None = None
 
     def table(self):
-        import pandas as pd
+        import pandas as pd  # lazy: start-up cost (pandas)
 
         return pd.DataFrame([{
             "plan": r.plan, "keep/swap/rec": "/".join(str(r.counts[d.value]) for d in Decision),
@@ -69,10 +74,8 @@ class Measurement:
             "fits": "yes" if r.fits else "NO (exceeds)"} for r in self.rows])
 
     def figure(self, path=None):
-        """Measured vs simulated step time and peak per plan (``report_measure``)."""
-        from ..report.measure_figures import measurement_figure
-
-        return measurement_figure(self, path)
+        """Measured vs simulated step time and peak per plan (``report.measure_figures``)."""
+        return measure_figures.measurement_figure(self, path)
 
 
 def device_costs(graph, device: torch.device, op_times=None) -> CostModel:
@@ -125,9 +128,6 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
     list of them: one planned row per budget (``slack@0.5``); the first one judges the baselines.
     A plan over the budget still runs; its row says it exceeds the budget. The profile's per-op
     times are the fastest of ``trace_repeats`` timed traces. ``host_lead``: as in ``apply``."""
-    from .. import planners
-    from ..core import profile
-    from ..timeline import simulate
 
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model = model.to(dev)
@@ -221,9 +221,8 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
 def load_model(spec: str, batch=None, seq=None, layers=None, vocab=None):
     """``(model, inputs)`` from a preset name of ``slackswap.torch.hf_models`` or ``module:function``
     (a function returning ``(model, inputs)``)."""
-    import importlib
 
-    from . import hf_models as zoo
+    from . import hf_models as zoo  # optional dependency (torch)
 
     if ":" not in spec:
         return zoo.build(spec, batch=batch, seq=seq, layers=layers, vocab=vocab)
@@ -235,40 +234,3 @@ def load_model(spec: str, batch=None, seq=None, layers=None, vocab=None):
     if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], torch.nn.Module)):
         raise ConfigError(f"model: {spec} must return (nn.Module, inputs)")
     return out
-
-
-def run_cli(args, console) -> int:
-    """The ``slackswap measure`` subcommand (arguments declared in slackswap/cli/commands.py)."""
-    from ..cli.commands import _check_outputs, _df_table
-    from ..cli.common import print_table
-    from ..core.paths import user_path
-    from ..core.plan import Plan as _Plan
-
-    _check_outputs(args)
-    model, inputs = load_model(args.model, args.batch, args.seq, args.layers, args.vocab)
-    plan = _Plan.load(args.plan) if args.plan else None
-    if plan is not None:
-        plan = _Plan(plan.decisions, plan.issue_points, plan.d2h_order, plan.planner, plan.params,
-                     plan.info, None)   # checked against the traced graph, not a zoo problem
-    r = measure(model, inputs, planner=args.planner, planner_params=dict(args.param), plan=plan,
-                budget=args.budget, repeats=args.repeats, device=args.device, name=args.model,
-                profile_path=args.profile_out)
-    df = r.table()
-    print_table(console, _df_table(f"{r.model} on {r.device}: fastest of {args.repeats} steps, budget "
-                            f"{r.budget_bytes / 2**20:.2f} MiB", df, floatfmt=".3f"))
-    console.print(f"peak: {r.peak_kind}" + ("" if r.device.startswith("cuda") else
-                  " (CPU: the executor's count of resident saved tensors, against the same count on "
-                  "the simulator's schedule; the budget is judged on the simulator's full peak)"))
-    for row in r.rows:
-        if not row.fits:
-            console.print(f"{row.plan}: exceeds the budget (simulated peak over "
-                          f"{row.budget_bytes / 2**20:.2f} MiB); it ran anyway")
-    if args.profile_out:
-        console.print(f"profile written to {args.profile_out}")
-    if args.figure:
-        r.figure(args.figure)
-        console.print(f"figure written to {args.figure}")
-    if args.csv:
-        df.to_csv(user_path(args.csv), index=False)
-        console.print(f"table written to {args.csv}")
-    return 0

@@ -43,6 +43,8 @@ import time
 
 from ...core.errors import SlackSwapError
 from ...core.plan import Decision, Plan
+from ...timeline import simulate
+from ..base import get
 from ..slack.improve import Judge, issue_points
 
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
@@ -62,7 +64,6 @@ def _mode(allow_swap: bool, allow_recompute: bool) -> str:
 def variants(problem, allow_swap: bool, allow_recompute: bool, until: float | None):
     """``[(label, Plan)]``: slack with each setting of ``VARIANTS`` (in the mode the switches
     allow); none is started after ``until`` (a ``time.perf_counter()`` value)."""
-    from ..base import get
 
     out = []
     mode = _mode(allow_swap, allow_recompute)
@@ -185,7 +186,6 @@ def improve(problem, plan: Plan | None, step_s: float | None, *, allow_swap: boo
     ends by layer and searching on from the result (``_relink_ends``, module doc item 4), or,
     when relinking keeps nothing, to the fastest end's search.
     ``note`` says what changed ("" when nothing)."""
-    from ...timeline import simulate
 
     best, bs, src = plan, math.inf if step_s is None else step_s, None
     if variants_too and (allow_swap or allow_recompute):

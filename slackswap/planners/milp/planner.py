@@ -15,20 +15,32 @@ from __future__ import annotations
 
 import math
 import time
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
-from ...bounds import AGGREGATE_SOLVERS
+from ...bounds import AGGREGATE_SOLVERS, aggregate_bound, capacity_bound
 from ...core.errors import SlackSwapError
 from ...core.plan import Decision, Plan, SolveInfo, Status, validate
 from ...core.schema import NonNegFloat, NonNegInt, PosInt, Schema
-from ...mip.backends import BACKENDS, solve
+from ...mip.backends import BACKENDS, solve, solve_highs
+from ...mip.formulation import BuildTimeout, build
 from ...timeline import simulate
 from ..base import Tags, available, check_params, get, register
+from . import improve as _improve  # improve.improve looked up at call time (tests replace it)
+from .beyond import _aggregate_plan, beyond_exact
 from .clock import MIN_TIME_LIMIT_S, SOLVER_START_S, WARM_SHARE, Clock, bound_fits
+from .solution import (  # noqa: F401 - re-exported: the planner's names as before
+    AGGREGATE_PROOF_GAP,
+    CHAIN_DEPTH,
+    CHAIN_SEARCH_SHARE,
+    _decisions,
+    _gap,
+    chain_search,
+)
 
 _REL = 1e-6
 _PRESOLVE_MAX_NNZ = 250_000
@@ -43,10 +55,6 @@ _CUTOFF_TOL = 1e-7
 # HiGHS proves the optimum in seconds whatever the start; above (GPT-2 at 3 layers, 50 tensors)
 # slack's plan was the loose side of a 0.29% gap after 5 minutes
 _IMPROVE_EXACT_MIN = 24
-AGGREGATE_PROOF_GAP = 1e-6
-"""Above ``_IMPROVE_EXACT_MIN`` planning tensors the exact model is not built when the aggregated
-MILP's bound is within this relative gap of the warm start (``_aggregate_proof``): the tolerance
-that MILP is solved to."""
 # up to SMALL_AGGREGATE_TENSORS planning tensors (either path) the aggregated MILP gets its release
 # rows (``releases``: columns per swappable tensor and step that needs memory, `tiny` with 4 layers
 # 728 -> 2,101) and at least SMALL_AGGREGATE_NODES nodes (``aggregate_nodes`` when larger): small,
@@ -54,14 +62,6 @@ that MILP is solved to."""
 # after 20 nodes; docs/milp.md section 5); 10,000 rather than 2,000 since highspy solves it: HiGHS
 # 1.16 proves GPT-2 3 layers at 0.9 after 7,904 nodes (3.7 s), scipy's HiGHS after 1,200
 SMALL_AGGREGATE_TENSORS = 80
-# the third aggregated pass's longest chain of RECOMPUTE tensors read by one re-run (``v_chain``;
-# docs/milp.md section 7): near its floor GPT-2 regenerates the residual stream down from the final
-# norm before the head's backward step, about five tensors a layer (GPT-2 2 layers at 0.88: tight
-# bound 31,418.58 us, 31,561.59 with 4, 31,865.80 with 6 and with 8, before the re-runs of later
-# inputs; 4 layers at 0.79, with them: 44,548.97 with 8, 44,613.46 with 10, 44,732.49 with 12 and
-# 16, and with ``v_chains`` too 44,548.97 with 8, 44,733.508 with 12, the optimum 44,733.521 to the
-# MILP's tolerance, in 27.4 s)
-CHAIN_DEPTH = 12
 SMALL_AGGREGATE_NODES = 10000
 # simulations of the incumbent search (``improve_sims=None``): up to SMALL_AGGREGATE_TENSORS planning
 # tensors a simulation takes milliseconds, and the search from the aggregated MILP's decisions
@@ -69,12 +69,6 @@ SMALL_AGGREGATE_NODES = 10000
 # 40.468 us, the aggregated MILP's bound, after 5,000: docs/milp.md section 5)
 IMPROVE_SIMS = 500
 SMALL_IMPROVE_SIMS = 5000
-# the share of those simulations for a search from the third pass's decisions alone, while a gap is
-# still open after it (``chain_search``): GPT-2 4 layers at 0.88, the decisions of the MILP with
-# chain rows simulate to 41,180.05 us, and one two-tensor move from them (500 simulations, 0.9 s)
-# reaches 41,027.994 us, within 1e-6 of its bound, where the search before the pass, from three
-# other starts, had ended at 41,028.325 us
-CHAIN_SEARCH_SHARE = 0.1
 # the aggregated MILP's safety cap in seconds (``aggregate_time_s=None``): 2,000 nodes took up to
 # about two minutes at `tiny` 4 layers on the 2-core machine (1,264 nodes at 0.5: 50-100 s); a cap
 # that stops them makes the bound depend on machine speed
@@ -199,7 +193,6 @@ class MilpPlanner:
 
     def build(self, problem, deadline: float | None = None):
         """The built model (``.model`` has ``to_lp(path)`` / ``to_mps(path)``)."""
-        from ...mip.formulation import build
 
         # CP-SAT puts every continuous column on a time grid, where the relaxation's equalities
         # (bytes as fractions of the largest excess) have no solution: its model has no agg rows
@@ -212,7 +205,6 @@ class MilpPlanner:
         warm-start heuristics are started within their share of it, the solver gets what is left
         after the build minus a reserve for the post-processing, and a build that outlives the
         limit returns the warm start with status TIME_LIMIT."""
-        from ...mip.formulation import BuildTimeout
 
         self._check()
         clock = Clock(self.time_limit_s)
@@ -235,8 +227,6 @@ class MilpPlanner:
         deadline = clock.solve_deadline
         warm, src = self._warm(problem, clock.at(WARM_SHARE)) if self.warm_start else (None, "")
         if len(problem.planning_ids) > self.max_exact_tensors:
-            from .beyond import beyond_exact
-
             return beyond_exact(self, problem, warm, src, wall, deadline)
         if warm is not None and len(problem.planning_ids) > _IMPROVE_EXACT_MIN:
             proof, warm, src = self._aggregate_proof(problem, warm, src, wall, deadline, clock.at(WARM_SHARE))
@@ -360,10 +350,9 @@ class MilpPlanner:
         """The warm start after the incumbent search (``improve``, within ``improve_sims`` and
         ``until``; ``others`` and ``bound`` as there: further starts, whose ends are relinked by
         layer), and its source."""
-        from .improve import improve
 
         s0 = simulate(problem, warm, detail=False).step_time_s
-        better, s, note = improve(problem, warm, s0, allow_swap=self.allow_swap, allow_recompute=self.allow_recompute,
+        better, s, note = _improve.improve(problem, warm, s0, allow_swap=self.allow_swap, allow_recompute=self.allow_recompute,
                                   max_sims=self._improve_work(problem), until=until, others=others,
                                   bound=bound)
         if better is None or not s < s0:
@@ -412,7 +401,6 @@ class MilpPlanner:
         if self.aggregate_solver != "auto" or self.time_limit_s is None or self.time_limit_s < BACKGROUND_SCIP_MIN_S \
                 or len(problem.planning_ids) <= SMALL_AGGREGATE_TENSORS:
             return False
-        from importlib.util import find_spec
 
         return find_spec("ortools") is not None
 
@@ -431,8 +419,6 @@ class MilpPlanner:
         its simulated time: OPTIMAL when within ``mip_rel_gap``, else
         FEASIBLE with that proven gap. Else None, and the bound is kept as a floor of the
         certified bound (``_certified``) and a floor of the exact model's step time (``agg.floor``)."""
-        from ...bounds import aggregate_bound
-        from .beyond import _aggregate_plan
 
         left = self._aggregate_time(problem)
         if deadline is not None:
@@ -521,8 +507,6 @@ class MilpPlanner:
         HiGHS's search found slower plans where the second pass proves the optimum (GPT-2 with 4
         layers at 0.95), and run before the search, also where only the bound's shave was left,
         it took `tiny` 3 layers at 0.4 to 54.0 s against 20.5 s (benchmarks/README.md)."""
-        from ...bounds import aggregate_bound
-        from .beyond import _aggregate_plan
 
         if left <= 0.5:
             return None, None
@@ -572,7 +556,6 @@ class MilpPlanner:
 
     def _polish(self, built, xval, deadline=None) -> float | None:
         """Fix the integer columns and re-solve the LP: the tight (max-plus) times of the plan."""
-        from ...mip.backends import solve_highs
 
         m = built.model
         saved = (list(m.lb), list(m.ub), list(m.integer))
@@ -632,30 +615,6 @@ class MilpPlanner:
         return best, src
 
 
-def chain_search(self, problem, cand, bound: float, until: float | None):
-    """``(plan, step_s, note)``: the incumbent search (``improve``) from the third pass's decisions
-    ``cand`` alone, for ``CHAIN_SEARCH_SHARE`` of the planner's simulations (``_improve_work``) and
-    within ``until``; ``(None, inf, "")`` without a candidate that fits or without simulations.
-    The search before the third pass started from the other candidates; this one starts where
-    the relaxation with chain rows points (docs/milp.md section 7, "A search from the third pass's
-    decisions")."""
-    from .improve import improve
-
-    sims = round(CHAIN_SEARCH_SHARE * self._improve_work(problem))
-    if cand is None or sims <= 0 or (until is not None and time.perf_counter() >= until):
-        return None, math.inf, ""
-    r = simulate(problem, cand, detail=False)
-    if not (r.feasible and r.fits):
-        return None, math.inf, ""
-    better, s, note = improve(problem, cand, r.step_time_s, allow_swap=self.allow_swap,
-                              allow_recompute=self.allow_recompute, max_sims=sims, until=until,
-                              variants_too=False, bound=bound)
-    if better is None or not s < r.step_time_s:
-        return cand, r.step_time_s, "no move improved it"
-    return (Plan(better.decisions, issue_points=better.issue_points, planner=self.name, params=self.params,
-                 problem_key=problem.key), s, note)
-
-
 def heuristic_plans(problem, exclude=(), until: float | None = None) -> list[tuple[str, Plan]]:
     """``[(name, Plan)]`` of every registered planner that is neither exact nor nondeterministic
     (and not in ``exclude``), in name order; one that raises (e.g. a chain-only planner on a DAG)
@@ -688,20 +647,6 @@ def add_floor(built, problem, floor: float) -> None:
                        (floor * (1 - 1e-9) - problem.costs.optimizer_s) / built.tau)
 
 
-def _decisions(problem, x, swap: dict, rec: dict) -> dict:
-    """Read the decisions from column values ``x``: SWAP / RECOMPUTE where their binary column is
-    set (``swap`` / ``rec``: tensor id -> column), else KEEP."""
-    dec = {}
-    for t in problem.planning_ids:
-        if t in swap and x[swap[t]] > 0.5:
-            dec[t] = Decision.SWAP
-        elif t in rec and x[rec[t]] > 0.5:
-            dec[t] = Decision.RECOMPUTE
-        else:
-            dec[t] = Decision.KEEP
-    return dec
-
-
 def _hold_points(problem, built, x, dec) -> dict[int, int]:
     """Hold points of the plan in column values ``x`` (``Built.reruns``, ``Built.held``): a
     regenerated tensor's hold point is the stage of its held copy; with none, just below the last
@@ -731,13 +676,6 @@ def _hold_points(problem, built, x, dec) -> dict[int, int]:
 def _certified(problem, bound):
     """The larger of the solver's bound and the certified capacity bound (``slackswap.bounds``): a
     stopped solve still reports a proven gap."""
-    from ...bounds import capacity_bound
 
     cap = capacity_bound(problem)
     return cap if bound is None else max(bound, cap)
-
-
-def _gap(obj, bound):
-    if obj is None or bound is None or not obj:
-        return None
-    return max(0.0, (obj - bound) / abs(obj))

@@ -67,6 +67,7 @@ from pydantic import Field
 
 from ...core.plan import Decision, Status
 from ...core.schema import NonNegInt, PosInt, Schema
+from ...timeline.problem import with_transfer_margin
 from ...timeline.simulate import time_tolerance
 from ..base import Tags, check_params, make_plan, register
 from ..dp import multilevel_plan
@@ -148,8 +149,6 @@ class SlackPlanner:
         t0 = time.perf_counter()
         nominal = problem
         if self.margin:
-            from ...calibration.robustness import with_transfer_margin
-
             problem = with_transfer_margin(problem, self.margin)   # plan against slower copies
         prof = _Profile(problem)
         judge = Judge(problem, self.max_sims)
