@@ -1,6 +1,11 @@
 """Problem: the ONE input of every planner.
 
-A problem is a graph, its cost model, the hardware it came from and an activation-memory budget.
+A problem is a graph, its cost model, the hardware it came from and an activation-memory budget,
+with two values derived from the graph and its costs: the keep-all activation peak (the
+simulator's, ``simulate.keep_all_peak_of``) and the smallest feasible budget
+(``schedule.memory_floor``). ``Problem`` is plain data: ``Problem.build`` computes both and passes
+them in; a ``Problem(graph, costs, ...)`` given neither computes them from ``graph`` and ``costs``
+alone (no problem object is simulated).
 ``Problem.build("gpt2-xl", "a100-80gb", budget=0.5)`` sets the budget to 50% of the keep-all
 activation peak; ``budget="24GiB"`` or an int sets bytes; ``budget=None`` means no limit.
 """
@@ -20,17 +25,18 @@ from ..core import hardware as hw_mod
 from ..core.costs import CostModel
 from ..core.errors import BudgetError, CapacityWarning, ParameterError, SlackSwapError
 from ..core.graph import Graph
-from ..core.plan import Decision, Plan, problem_key
+from ..core.plan import problem_key
 from ..core.schema import check_type
 from ..core.units import format_bytes, format_seconds, parse_bytes
 from ..models import TransformerSpec
-from . import simulate
 from .schedule import memory_floor
+from .simulate import keep_all_peak_of
 
 
 @dataclass(frozen=True, eq=False)
 class Problem:
-    """Graph + costs + budget. Derived: keep-all peak, smallest feasible budget, ideal step."""
+    """Graph + costs + budget, with the keep-all peak and the smallest feasible budget (given, or
+    computed from the graph and its costs). Derived views: ideal step, budget fraction, ..."""
 
     graph: Graph
     costs: CostModel
@@ -42,7 +48,7 @@ class Problem:
     def __post_init__(self):
         self.costs.check(self.graph)
         if self.keep_all_peak is None:
-            object.__setattr__(self, "keep_all_peak", _keep_all_peak(self.graph, self.costs))
+            object.__setattr__(self, "keep_all_peak", keep_all_peak_of(self.graph, self.costs))
         if self.min_feasible_bytes is None:
             object.__setattr__(self, "min_feasible_bytes", memory_floor(self.graph)[0])
         b = self.budget_bytes
@@ -74,8 +80,9 @@ class Problem:
         hw = hw_mod.load(hardware) if isinstance(hardware, (str, Path)) else hardware
         graph = model if isinstance(model, Graph) else models.build(model, **spec_overrides)
         cm = costs_mod.build(graph, hw, mode=cost_mode, profile=profile)
-        base = cls(graph, cm, math.inf, hw)
-        p = replace(base, budget_bytes=resolve_budget(budget, base.keep_all_peak))
+        peak = keep_all_peak_of(graph, cm)   # measured here and passed in: Problem holds data
+        p = cls(graph, cm, resolve_budget(budget, peak), hw, keep_all_peak=peak,
+                min_feasible_bytes=memory_floor(graph)[0])
         for text in p.memory_warnings:
             warnings.warn(text, CapacityWarning, stacklevel=2)
         return p
@@ -207,12 +214,3 @@ def resolve_budget(budget, keep_all_peak: int) -> float:
             raise BudgetError(f"budget: bytes must be > 0, got {budget}")
         return float(budget)
     raise BudgetError(f"budget: expected a fraction in (0, 1], bytes or a unit string, got {budget!r}")
-
-
-def _keep_all_peak(graph: Graph, costs: CostModel) -> int:
-    probe = Problem.__new__(Problem)
-    for k, v in dict(graph=graph, costs=costs, budget_bytes=math.inf, hardware=None,
-                     keep_all_peak=0, min_feasible_bytes=0).items():
-        object.__setattr__(probe, k, v)
-    plan = Plan({t.id: Decision.KEEP for t in graph.planning_tensors()})
-    return simulate(probe, plan, detail=False).peak_bytes

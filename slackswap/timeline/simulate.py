@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -220,6 +221,23 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
         swapped_bytes=int(run.ga.bytes[run.sw_lf >= 0].sum()), counts=run.counts(), events=events,
         memory_times=run.times if detail else np.zeros(0),
         memory_bytes=run.curve if detail else np.zeros(0), reason="")
+
+
+def keep_all_peak_of(graph, costs) -> int:
+    """The activation peak of keeping every planning tensor of ``graph`` under ``costs``, with no
+    budget: the peak of ``simulate`` on the keep-all plan, from the graph and its costs alone
+    (``Problem.build`` passes it to ``Problem``; a ``Problem`` given none computes it here)."""
+    plan = Plan({t.id: Decision.KEEP for t in graph.planning_tensors()})
+    run = _Run(_Unlimited(graph, costs), plan, _schedule(graph, None))
+    return int(run.curve.max()) if run.curve.size else 0
+
+
+class _Unlimited(NamedTuple):
+    """What the simulator reads of a problem, without a budget (``keep_all_peak_of``)."""
+
+    graph: object
+    costs: object
+    budget_bytes: float = math.inf
 
 
 def _events(run: _Run) -> tuple[Event, ...]:
