@@ -139,6 +139,22 @@ def test_bad_values_are_refused_before_any_work(ex, kw, exc, text):
     assert (_state(ex), ex.builds, ex.plans) == (before, builds, plans)
 
 
+@pytest.mark.parametrize("kw, exc, text", [
+    (dict(budget=float("nan")), BudgetError,
+     "Explorer(budget): must be a fraction of the keep-all activation peak in [0.1, 1]; got nan"),
+    (dict(budget=-0.5), BudgetError, "Explorer(budget): must be a fraction"),
+    (dict(model="gpt3"), ParameterError, "Explorer(model): must be one of 'bert-large', "),
+    (dict(hardware=5), ParameterError, "Explorer(hardware): must be one of 'a100-40gb', "),
+    (dict(planner="milp"), ParameterError, "Explorer(planner): must be one of 'capuchin', "),
+])
+def test_the_constructor_names_its_own_fields(kw, exc, text):
+    """A bad value given to the constructor is named as the constructor's argument, not as
+    ``update``'s."""
+    with pytest.raises(exc) as info:
+        Explorer(**{"model": "tiny", "planner": "swap-all", **kw})
+    assert str(info.value).startswith(text) and "\n" not in str(info.value)
+
+
 def test_planner_choices():
     assert "slack" in default_planners() and not {"milp", "brute"} & set(default_planners())
     with pytest.raises(ParameterError, match=r"^Explorer\(planners\): must be one of .*; got 'nope'$"):

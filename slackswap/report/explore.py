@@ -71,13 +71,14 @@ def _one_of(field: str, value, allowed) -> None:
         raise ParameterError(f"{field}: must be one of {listed}; got {value!r}")
 
 
-def check_budget(budget) -> float:
+def check_budget(budget, where: str = "Explorer.update") -> float:
     """``budget`` as a float if it is a number in ``BUDGET_RANGE``; else ``BudgetError`` naming
-    the field and the allowed range (NaN, infinities, booleans and strings are refused)."""
+    the field (``<where>(budget)``) and the allowed range (NaN, infinities, booleans and strings
+    are refused)."""
     lo, hi = BUDGET_RANGE
     expected = f"a fraction of the keep-all activation peak in [{lo:g}, {hi:g}]"
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not lo <= budget <= hi:
-        raise BudgetError(f"Explorer.update(budget): must be {expected}; got {budget!r}")
+        raise BudgetError(f"{where}(budget): must be {expected}; got {budget!r}")
     return float(budget)
 
 
@@ -120,7 +121,7 @@ class Explorer:
         self.message, self.warnings = "", ()
         self._drawing = _Drawing()
         self.figure = self._drawing.figure
-        self.update(model=model, hardware=hardware, budget=budget, planner=planner)
+        self._update(model, hardware, budget, planner, "Explorer")
 
     # ---------------------------------------------------------------- state
     def _problem(self, model: str, hardware: str):
@@ -140,13 +141,18 @@ class Explorer:
         ``models`` / ``hardwares`` / ``planners`` is a ``ParameterError``, a budget outside
         ``BUDGET_RANGE`` (or NaN) a ``BudgetError``, each one line naming the field and the
         allowed values. Returns the explorer."""
+        return self._update(model, hardware, budget, planner, "Explorer.update")
+
+    def _update(self, model, hardware, budget, planner, where: str) -> Explorer:
+        """``update``, its errors naming the fields as ``<where>(field)`` (``Explorer(...)`` from
+        the constructor)."""
         model = self.model if model is None else model
         hardware = self.hardware if hardware is None else hardware
         planner = self.planner if planner is None else planner
-        _one_of("Explorer.update(model)", model, self.models)
-        _one_of("Explorer.update(hardware)", hardware, self.hardwares)
-        budget = check_budget(self.budget if budget is None else budget)
-        _one_of("Explorer.update(planner)", planner, self.planners)
+        _one_of(f"{where}(model)", model, self.models)
+        _one_of(f"{where}(hardware)", hardware, self.hardwares)
+        budget = check_budget(self.budget if budget is None else budget, where)
+        _one_of(f"{where}(planner)", planner, self.planners)
         self.times = dict.fromkeys(("build", "plan", "simulate", "draw"), 0.0)
         t = time.perf_counter()
         base = self._problem(model, hardware)
@@ -211,7 +217,7 @@ class Explorer:
              planner: str | None = None) -> None:
         """``update``, then display the memory warnings and the figure: the callback for
         ``ipywidgets.interactive_output(ex.show, ex.controls())`` (needs IPython)."""
-        self.update(model=model, hardware=hardware, budget=budget, planner=planner)
+        self._update(model, hardware, budget, planner, "Explorer")
         from IPython.display import Image, display  # optional dependency (IPython)
 
         for text in self.warnings:
