@@ -710,7 +710,7 @@ def test_tiny_with_three_layers_at_half_the_budget_is_proven():
     ended in the backward pass after 2.9 us of recompute the relaxation had counted before it.
     Now its bound is 31.419 us, and the incumbent search (5,000 simulations at this size) reaches
     a plan of that time: proven to the aggregated MILP's tolerance, the exact model not built."""
-    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP
+    from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP
 
     p = Problem.build("tiny", "a100-80gb", 0.5, layers=3)
     plan = planners.get("milp").plan(p)
@@ -787,7 +787,7 @@ def test_the_aggregated_milps_plan_is_the_fastest_of_its_solutions():
     solution its search found to 229.93 ms (HiGHS 1.16; before the ``d2h_first`` rows 232.77 and
     232.12 ms); the planner's start is the fastest of them all within the budget."""
     from slackswap.planners.milp.beyond import _aggregate_plan
-    from slackswap.planners.milp.planner import _decisions
+    from slackswap.planners.milp.milp_planner import _decisions
 
     p = Problem.build("bert-large", "a100-80gb", 0.3)
     _, agg, res = aggregate_bound(p, integral=True, node_limit=20, time_limit_s=60)
@@ -877,7 +877,7 @@ def test_the_copy_back_rows_hold_at_every_plans_decisions():
     too much fails this: ``v_read`` with 1.3 times the copy time, ``v_held`` one stage too far
     (``ms(y) >= j - 1``), ``v_chain`` with 1.3 times the re-runs after the read."""
     from slackswap.mip.aggregate import build
-    from slackswap.planners.milp.planner import CHAIN_DEPTH
+    from slackswap.planners.milp.milp_planner import CHAIN_DEPTH
 
     checked = read = chained = 0
     for seed in range(300):
@@ -966,7 +966,7 @@ def test_a_copy_back_read_through_a_chain_of_re_runs_is_charged():
     re-runs cover the copy); with the chain rows (``v_chain``: the chain of RECOMPUTE tensors
     final norm, layer 1's MLP residual, gelu, fc1, MLP norm) the simulated time."""
     from slackswap.mip.aggregate import build
-    from slackswap.planners.milp.planner import CHAIN_DEPTH
+    from slackswap.planners.milp.milp_planner import CHAIN_DEPTH
 
     p = Problem.build("gpt2", "a100-80gb", 0.88, layers=2)
     rec = {"embed.dropout.out", "embed.dropout.mask", "L0.attn.norm.out", "L0.mlp.norm.out", "L0.mlp.norm.stats",
@@ -1221,7 +1221,7 @@ def test_five_copies_back_after_the_loss_are_charged_at_gpt2_four_layers():
     depth 12 but each copy charged alone the relaxation at these decisions said 44,732.50 us,
     below the optimum (44,733.52 us, benchmarks/README.md); with ``v_chains`` 47,001.26 us."""
     from slackswap.mip.aggregate import build
-    from slackswap.planners.milp.planner import CHAIN_DEPTH
+    from slackswap.planners.milp.milp_planner import CHAIN_DEPTH
 
     p = Problem.build("gpt2", "a100-80gb", 0.79, layers=4)
     swap = {f"L{i}.{n}" for i in (0, 1) for n in ("attn.out", "attn.proj_dropout.mask", "attn.residual")}
@@ -1268,7 +1268,7 @@ def test_the_chain_rows_hold_on_residual_streams():
     to four random plans each, the relaxation with the plan's decisions never above the plan's
     simulated time (the reader's own later inputs: the test above)."""
     from slackswap.mip.aggregate import build
-    from slackswap.planners.milp.planner import CHAIN_DEPTH
+    from slackswap.planners.milp.milp_planner import CHAIN_DEPTH
 
     checked = 0
     for seed in range(300):
@@ -1289,7 +1289,7 @@ def test_the_chain_rows_lift_the_gpt2_bound_to_its_optimum():
     optimum the exact MILP proves, 32,193.635 us (benchmarks/README.md), and a plan of its
     solutions simulates to that optimum."""
     from slackswap.planners.milp.beyond import _aggregate_plan
-    from slackswap.planners.milp.planner import CHAIN_DEPTH
+    from slackswap.planners.milp.milp_planner import CHAIN_DEPTH
 
     p = Problem.build("gpt2", "a100-80gb", 0.88, layers=2)
     extra, agg, res = aggregate_bound(p, integral=True, releases=True, tight=True, chains=CHAIN_DEPTH)

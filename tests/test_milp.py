@@ -389,7 +389,7 @@ def test_the_aggregated_bound_can_prove_the_warm_start_without_the_exact_model()
     about a minute to prove the same plan optimal) is not built. The bound holds for every plan,
     so it is at most the exact optimum (29757.58 us, benchmarks/README.md)."""
     from slackswap.bounds import aggregate_bound
-    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP, SMALL_AGGREGATE_NODES
+    from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP, SMALL_AGGREGATE_NODES
 
     p = Problem.build("gpt2", "a100-80gb", 0.95, layers=2)
     plan = planners.get("milp", max_exact_tensors=10**6).plan(p)
@@ -416,7 +416,7 @@ def test_a_stopped_exact_solve_keeps_the_aggregated_bound_as_a_floor():
     pool's plans: a solution of the tight MILP now meets its bound there, so the exact model is
     not built.)"""
     from slackswap.bounds import aggregate_bound
-    from slackswap.planners.milp.planner import SMALL_AGGREGATE_NODES
+    from slackswap.planners.milp.milp_planner import SMALL_AGGREGATE_NODES
 
     p = Problem.build("tiny", "a100-80gb", 0.5, layers=3)
     agg = p.ideal_step_s + aggregate_bound(p, integral=True, node_limit=SMALL_AGGREGATE_NODES, releases=True)[0]
@@ -437,7 +437,7 @@ def test_small_models_get_the_aggregated_milp_past_the_default_nodes(exact_path)
     (`tiny` 3 layers at 0.8 served here until the aggregated MILP was solved by highspy, whose
     20 nodes reach the optimum there.)"""
     from slackswap.bounds import aggregate_bound
-    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP, SMALL_AGGREGATE_TENSORS
+    from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP, SMALL_AGGREGATE_TENSORS
 
     p = Problem.build("tiny", "a100-80gb", 0.8, layers=4)
     assert 40 < len(p.planning_ids) <= SMALL_AGGREGATE_TENSORS
@@ -456,7 +456,7 @@ def test_tiny_with_four_layers_is_proven_by_the_aggregated_milp():
     """`tiny` with 4 layers at 0.7 (56 planning tensors, default settings): with its release rows
     the aggregated MILP's bound meets its own decisions' simulated time (38.61 us, the best plan
     the exact MILP found in an hour), so the plan is proven to its tolerance in seconds."""
-    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP
+    from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP
 
     p = Problem.build("tiny", "a100-80gb", 0.7, layers=4)
     plan = planners.get("milp").plan(p)
@@ -471,7 +471,7 @@ def test_the_aggregated_milps_own_plan_can_be_the_proven_one():
     aggregated MILP's decisions simulate to 22.155 us, within its tolerance of its bound, so the
     exact path returns them without building the exact model (which proves the same optimum in
     about 40 s, benchmarks/README.md)."""
-    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP
+    from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP
 
     p = Problem.build("tiny", "a100-80gb", 0.5, layers=2)
     plan = planners.get("milp").plan(p)
@@ -590,7 +590,7 @@ def test_the_floor_row_is_on_the_step_time_in_seconds(case):
     below the optimum (brute force's) leaves it; a floor 1% above it lifts the model's step
     time to that floor (the step-time column is bounded only below), in seconds."""
     from slackswap.mip.backends import solve
-    from slackswap.planners.milp.planner import add_floor
+    from slackswap.planners.milp.milp_planner import add_floor
 
     p = _case(*case[1:])
     p = Problem(p.graph, replace(p.costs, optimizer_s=0.5), budget_bytes=p.budget_bytes)
@@ -609,7 +609,7 @@ def test_the_aggregated_floor_changes_no_optimum(monkeypatch):
     aggregated MILP first at every size, the incumbent search off), at ``duplex_factor`` 1 and
     0.85 (where the model's time is a relaxation): wherever the floor was added, the planner
     returns brute force's optimum, proven."""
-    from slackswap.planners.milp import planner as mod
+    from slackswap.planners.milp import milp_planner as mod
 
     monkeypatch.setattr(mod, "_IMPROVE_EXACT_MIN", 0)
     floored = []

@@ -1,11 +1,11 @@
-"""The milp planner's incumbent search beyond the exact model (slackswap.planners.milp.improve):
+"""The milp planner's incumbent search beyond the exact model (slackswap.planners.milp.incumbent):
 plans that fit, never slower than where the search started, within the switches and limits."""
 
 import pytest
 
 from slackswap import Decision, Plan, Problem, planners, simulate
 from slackswap.core.errors import SlackSwapError
-from slackswap.planners.milp.improve import pair_search
+from slackswap.planners.milp.incumbent import pair_search
 
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
 
@@ -92,8 +92,8 @@ def test_the_search_also_starts_from_the_other_candidates():
     starts from the decisions of the MILP with the tight rows (its second pass, which proves
     32.23 us optimal): three starts."""
     from slackswap.bounds import aggregate_bound
-    from slackswap.planners.milp.improve import improve
-    from slackswap.planners.milp.planner import SMALL_AGGREGATE_NODES, _decisions
+    from slackswap.planners.milp.incumbent import improve
+    from slackswap.planners.milp.milp_planner import SMALL_AGGREGATE_NODES, _decisions
 
     tiny = Problem.build("tiny", "a100-80gb", 0.4, layers=3)
     _, agg, res = aggregate_bound(tiny, integral=True, node_limit=SMALL_AGGREGATE_NODES, releases=True)
@@ -119,7 +119,7 @@ def test_the_search_also_starts_from_the_other_candidates():
     # model not built. Since the solution pool no search is needed there: one of the tight MILP's
     # integer solutions simulates to its bound (another plan of the same time)
     from slackswap.planners.milp.clock import Clock
-    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP
+    from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP
 
     mp = planners.get("milp", max_exact_tensors=10**6, improve_sims=2000)
     mp._bound_memo = {"clock": Clock(None)}
@@ -130,7 +130,7 @@ def test_the_search_also_starts_from_the_other_candidates():
 
 
 def test_blocks_partition_the_planning_tensors_by_layer():
-    from slackswap.planners.milp.improve import blocks
+    from slackswap.planners.milp.incumbent import blocks
 
     p = Problem.build("tiny", "a100-80gb", 0.5, layers=3)
     g = p.graph
@@ -146,7 +146,7 @@ def test_relinking_two_local_optima_by_layer_beats_both():
     in different plans (900 simulations each: 31.02 us and 31.38 us); taking whole layers from
     one into the other reaches a plan faster than both (30.52 us), made of layer blocks of the
     two."""
-    from slackswap.planners.milp.improve import blocks, relink
+    from slackswap.planners.milp.incumbent import blocks, relink
 
     tiny = Problem.build("tiny", "a100-80gb", 0.7, layers=3)
     ends = []
@@ -173,7 +173,7 @@ def test_the_search_from_the_chain_rows_decisions_closes_gpt2_four_layers():
     with chain rows simulate to 41,180.05 us, and a short search from them alone
     (``chain_search``: ``CHAIN_SEARCH_SHARE`` of the simulations) reaches 41,027.994 us, within
     the aggregated MILP's tolerance of the bound (benchmarks/README.md)."""
-    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP
+    from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP
 
     p = Problem.build("gpt2", "a100-80gb", 0.88, layers=4)
     plan = planners.get("milp").plan(p)

@@ -149,8 +149,8 @@ def test_scip_runs_beside_the_planner_under_a_time_limit_on_the_full_size_path(m
     import slackswap.bounds as B
     from slackswap.mip.aggregate import build
     from slackswap.planners.milp import beyond
-    from slackswap.planners.milp import improve as imp
-    from slackswap.planners.milp import planner as milp
+    from slackswap.planners.milp import incumbent as imp
+    from slackswap.planners.milp import milp_planner as milp
 
     big = Problem.build("gpt2", "a100-80gb", 0.8, layers=8)
     small = Problem.build("gpt2", "a100-80gb", 0.9, layers=2)
@@ -210,7 +210,7 @@ def test_the_default_under_a_time_limit_runs_scip_beside_and_returns_in_time(mon
     import re
     import time
 
-    from slackswap.planners.milp import planner as milp
+    from slackswap.planners.milp import milp_planner as milp
 
     monkeypatch.setattr(milp, "BACKGROUND_SCIP_MIN_S", 8)
 

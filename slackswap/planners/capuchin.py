@@ -32,7 +32,7 @@ from ..core.schema import NonNegInt, Schema
 from ..timeline import simulate
 from ..timeline.simulate import memory_bound, time_tolerance
 from .base import Tags, check_params, make_plan, register
-from .slack.improve import ForwardBound
+from .slack.judge import ForwardBound
 
 
 def free_windows(problem) -> dict[int, float]:

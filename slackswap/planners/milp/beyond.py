@@ -1,7 +1,7 @@
 """The ``milp`` planner above ``max_exact_tensors`` planning tensors (docs/milp.md section 7):
 the aggregated relaxation's certified bound, the best incumbent (warm start, the aggregated
 MILP's decisions, then the incumbent search of ``improve``) and the proven gap between them.
-Functions of the planner (``self``: a ``MilpPlanner``); ``planner.py`` calls ``beyond_exact``."""
+Functions of the planner (``self``: a ``MilpPlanner``); ``milp_planner.py`` calls ``beyond_exact``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from ...core.plan import Decision, Plan, SolveInfo, Status
 from ...timeline import simulate
 from ...timeline.schedule import default_d2h_order
 from ..dp import multilevel_plan
-from . import improve as _improve  # improve.improve looked up at call time (tests replace it)
+from . import incumbent as _improve  # incumbent.improve looked up at call time (tests replace it)
 from .clock import import_cost
 from .solution import AGGREGATE_PROOF_GAP, CHAIN_DEPTH, _decisions, _gap, chain_search
 

@@ -1,5 +1,5 @@
 """Candidates from the baselines and the neighbourhood search of the SlackSwap planner
-(``planner.py``, steps 5 to 7). Private: the public API is ``SlackPlanner``.
+(``slack_planner.py``, steps 5 to 7). Private: the public API is ``SlackPlanner``.
 
 Why (measured against the brute-force optimum, docs/planners.md, section "slack"): the greedy
 passes only ever *add* evictions. On small graphs the evict-more loop overshoots (its chunks
@@ -31,7 +31,7 @@ from ...core.plan import Decision
 from ...timeline import compile_schedule
 from ...timeline.simulate import memory_bound
 from ..base import get
-from .improve import issue_points
+from .judge import issue_points
 
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
 #: the registry planners whose plans are candidates, per mode (their decisions must fit the mode)

@@ -71,7 +71,7 @@ from ...timeline.problem import with_transfer_margin
 from ...timeline.simulate import time_tolerance
 from ..base import Tags, check_params, make_plan, register
 from ..dp import multilevel_plan
-from .improve import Fifo, Judge, issue_points, recompute_fit, rerun_closure, rerun_union
+from .judge import Fifo, Judge, issue_points, recompute_fit, rerun_closure, rerun_union
 from .keep import keep_greedy
 from .search import PAIRS, SMALL, baseline_plans, descend, judge_all, moves, over_budget
 

@@ -45,7 +45,7 @@ from ...core.errors import SlackSwapError
 from ...core.plan import Decision, Plan
 from ...timeline import simulate
 from ..base import get
-from ..slack.improve import Judge, issue_points
+from ..slack.judge import Judge, issue_points
 
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
 #: with two starts or more, the share of the search's simulations (and time) kept for relinking

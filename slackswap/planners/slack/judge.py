@@ -1,4 +1,4 @@
-"""Helpers of the SlackSwap planner (``planner.py``): rebuild costs, D2H slack, prefetch points,
+"""Helpers of the SlackSwap planner (``slack_planner.py``): rebuild costs, D2H slack, prefetch points,
 simulator judge. Private: the public API is ``SlackPlanner``.
 
 Rebuild cost (docs/timeline.md section 3): a RECOMPUTE tensor is rebuilt by re-running its
