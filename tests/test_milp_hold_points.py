@@ -58,16 +58,19 @@ def test_equals_exhaustive_search_over_hold_points(seed):
     swap and recompute, latency-dominated links, budgets from the floor up) whose exhaustive
     search stays small: MILP with hold points == the fastest plan over every decision vector and
     every hold point of the tensors its single-level schedule regenerates
-    (``multilevel_optimum``), in status and time, and its plan simulates to its objective."""
+    (``multilevel_optimum``), in status and time, and its plan simulates to its objective.
+    15 problems a seed (was 25), of which 8, 11, 13 and 11 are checked (was 16, 15, 20, 20);
+    in seeds 0, 2 and 3 one of them has a multi-level optimum faster than brute force's
+    single-level one, and 6-7 a seed come back with hold points."""
     checked = 0
-    for inst in random_suite(25, seed=100 + seed, max_tensors=5):
+    for inst in random_suite(15, seed=100 + seed, max_tensors=5):
         p = inst.problem
         best, _ = multilevel_optimum(p)
         if best is None:
             continue
         _check(p, planners.get("milp", hold_points=True).plan(p), best)
         checked += 1
-    assert checked >= 15
+    assert checked >= 8
 
 
 def test_finds_the_multi_level_plan_no_single_level_plan_matches():
