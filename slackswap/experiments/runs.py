@@ -26,9 +26,12 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 
-from .. import __version__
+from .. import (
+    __version__,
+    bounds,  # bounds.lower_bound looked up at call time (tests may replace it)
+)
 from .. import planners as planners_mod
-from ..bounds import check_time_limit, lower_bound
+from ..bounds import check_time_limit
 from ..core.errors import CapacityWarning, ConfigError
 from ..core.paths import user_path
 from ..core.plan import Decision, Status
@@ -166,7 +169,7 @@ def _bound(setting: str, budget_bytes: float, kwargs_json: str = "{}"):
     """``slackswap.bounds.lower_bound`` of one problem (``setting``: its content digest, a key of
     ``_PROBLEMS``), or (nan, why) while it is unavailable."""
     problem = replace(_PROBLEMS[setting], budget_bytes=budget_bytes)
-    seconds, how = lower_bound(problem, **json.loads(kwargs_json))
+    seconds, how = bounds.lower_bound(problem, **json.loads(kwargs_json))
     return float(seconds), str(how)
 
 
@@ -265,7 +268,7 @@ def _plan_and_judge(row: RunRow, problem, planner: str, params: dict, bound) -> 
 
 
 def _problem_bound(problem, kw: dict) -> tuple[float, str]:
-    seconds, how = lower_bound(problem, **kw)
+    seconds, how = bounds.lower_bound(problem, **kw)
     return float(seconds), str(how)
 
 

@@ -11,7 +11,7 @@ import time
 from ... import (
     bounds,  # bounds.BackgroundBound, bounds.probe_bound: looked up at call time (tests replace them)
 )
-from ...bounds import PROBE_MIN_S, aggregate_bound, lower_bound
+from ...bounds import PROBE_MIN_S
 from ...core.errors import SlackSwapError
 from ...core.plan import Decision, Plan, SolveInfo, Status
 from ...timeline import simulate
@@ -55,7 +55,7 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
 
     n = len(problem.planning_ids)
     if self._cap_in_time(problem):
-        bound, how = lower_bound(problem)
+        bound, how = bounds.lower_bound(problem)
     else:
         bound, how = float(problem.ideal_step_s), "ideal step (no time left for the capacity bound's LP)"
     msg = [f"{n} planning tensors > max_exact_tensors={self.max_exact_tensors}: exact model not built"]
@@ -96,7 +96,7 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
     if left > 0.5 and self.aggregate_nodes != 0 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
         t_agg = time.perf_counter()
         nodes, releases = self._aggregate_work(problem)
-        extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
+        extra, agg, res = bounds.aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
                                           mip_rel_gap=max(self.mip_rel_gap, 1e-6), releases=releases,
                                           solver=self._aggregate_solver())
         if agg is not None:
@@ -187,7 +187,7 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
     msg.append(f"bound: {how}")
     if best is None:
         if not proven and self._cap_in_time(problem):   # the MILP was skipped or stopped: its LP may prove it
-            lp = aggregate_bound(problem)
+            lp = bounds.aggregate_bound(problem)
             proven = lp[1] is not None and (bool(lp[1].model.infeasible) or getattr(lp[2], "status", None) == 2)
         status = Status.INFEASIBLE if proven else Status.NO_PLAN_FOUND
         msg.append("no plan fits the budget: the aggregated relaxation is infeasible" if proven

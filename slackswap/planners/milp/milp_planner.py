@@ -22,7 +22,8 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
-from ...bounds import AGGREGATE_SOLVERS, aggregate_bound, capacity_bound
+from ... import bounds  # bounds.aggregate_bound, ... looked up at call time (tests replace them)
+from ...bounds import AGGREGATE_SOLVERS
 from ...core.errors import SlackSwapError
 from ...core.plan import Decision, Plan, SolveInfo, Status, validate
 from ...core.schema import NonNegFloat, NonNegInt, PosInt, Schema
@@ -428,7 +429,7 @@ class MilpPlanner:
                 warm, src = self._improved_warm(problem, warm, src, until)
             return None, warm, src
         nodes, releases = self._aggregate_work(problem)
-        extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
+        extra, agg, res = bounds.aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
                                           mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP), releases=releases,
                                           solver=self._aggregate_solver())
         if agg is not None and (agg.model.infeasible or res is None or (res.x is None and extra <= 0)):
@@ -510,7 +511,7 @@ class MilpPlanner:
 
         if left <= 0.5:
             return None, None
-        extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
+        extra, agg, res = bounds.aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
                                           mip_rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP), releases=True,
                                           tight=True, solver=self._aggregate_solver(), chains=chains)
         if agg is None or agg.model.infeasible or res is None or (res.x is None and extra <= 0):
@@ -677,5 +678,5 @@ def _certified(problem, bound):
     """The larger of the solver's bound and the certified capacity bound (``slackswap.bounds``): a
     stopped solve still reports a proven gap."""
 
-    cap = capacity_bound(problem)
+    cap = bounds.capacity_bound(problem)
     return cap if bound is None else max(bound, cap)
