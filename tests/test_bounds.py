@@ -287,13 +287,17 @@ def test_scip_is_stopped_at_the_time_limit(monkeypatch):
 def test_scip_in_the_background_gives_a_bound_that_holds_and_stops_when_told():
     """``BackgroundBound``: SCIP on the aggregated MILP in a second thread. Stopped at once, it
     returns within seconds, not at its 120 s limit; run to a short limit, its bound is at most
-    the simulated time of every plan tried and at most what HiGHS proves (GPT-2 8 layers at 0.8)."""
+    the simulated time of every plan tried and at most what HiGHS proves (GPT-2 2 layers at 0.9,
+    was 8 layers at 0.8: HiGHS proves 1,086.25 us over the ideal step after 7 nodes, where 8
+    layers took 1,714; SCIP's root, 1,045.15 us, takes about 0.4 s of CPU and its proof about
+    1.4 s, so within its 3 s it stops at the limit or proves it, by machine speed; at 8 layers
+    it had no bound within the 3 s on a loaded machine)."""
     pytest.importorskip("ortools")
     import time
 
     from slackswap.bounds import BackgroundBound
 
-    p = Problem.build("gpt2", "a100-80gb", 0.8, layers=8)
+    p = Problem.build("gpt2", "a100-80gb", 0.9, layers=2)
     t = time.perf_counter()
     BackgroundBound(p, 120).finish()
     assert time.perf_counter() - t < 30
@@ -363,9 +367,10 @@ def test_a_scip_that_does_not_stop_is_left_behind(monkeypatch):
 
 def test_the_scip_node_limit_is_a_work_limit():
     """``node_limit`` is SCIP's ``limits/nodes``: after one node the dual bound is below the
-    optimum it proves in a few more (`tiny` 4 layers at 0.5: 3.489 against 3.513 us)."""
+    optimum it proves in a few more (`tiny` 2 layers at 0.8, was 4 layers at 0.5: 0.684 against
+    0.740 us over the ideal step, proven after 2 nodes)."""
     pytest.importorskip("ortools")
-    p = Problem.build("tiny", "a100-80gb", 0.5, layers=4)
+    p = Problem.build("tiny", "a100-80gb", 0.8, layers=2)
     one, _, r1 = aggregate_bound(p, integral=True, node_limit=1, solver="scip")
     full, _, r2 = aggregate_bound(p, integral=True, node_limit=1000, solver="scip")
     assert (r1.status, r1.mip_node_count) == (1, 1)
@@ -660,7 +665,7 @@ def _relaxation_at(p, agg, dec) -> float:
     return math.inf if x is None else p.ideal_step_s + agg.model.objective_value(x) * agg.t0
 
 
-@pytest.mark.parametrize("layers, tries", [(2, 120), (3, 120)])
+@pytest.mark.parametrize("layers, tries", [(2, 120), (3, 40)])
 def test_the_release_rows_hold_at_each_plan_of_a_latency_bound_model(layers, tries):
     """`tiny` at 0.5 (kilobyte copies, 10 us of latency each against 3 us of forward compute per
     layer: the case the release, ``o`` and ``rho_by`` rows are for): for plans made by changing
@@ -668,7 +673,11 @@ def test_the_release_rows_hold_at_each_plan_of_a_latency_bound_model(layers, tri
     relaxation with its decisions fixed to the plan's is never above the plan's simulated time,
     and at slack's own plan it meets it. (Each of the ``o``, ``rho_by`` and ``seg`` families,
     made to claim too much, fails this: three times the D2H time in ``o_d2h``, a fifth of the
-    recompute in ``rho_by``, every RECOMPUTE tensor held in ``seg``.)"""
+    recompute in ``rho_by``, every RECOMPUTE tensor held in ``seg``. With 2 layers all three
+    fail it (``rho_by`` only from the 67th try on: 120 tries, 65 plans that fit); with 3 layers
+    ``o_d2h`` fails at tries 16, 28 and 31 and ``seg`` from the 4th, while ``rho_by`` never does
+    in 120 tries: 40 tries there (was 120; the fixed-decision solves of swap-all's plans cost
+    about half a second each), 24 plans that fit.)"""
     import random
 
     from slackswap import Decision, Plan
@@ -703,21 +712,23 @@ def test_the_release_rows_hold_at_each_plan_of_a_latency_bound_model(layers, tri
     assert _relaxation_at(p, agg, dict(slack.decisions)) == pytest.approx(step, rel=1e-9)
 
 
-def test_tiny_with_three_layers_at_half_the_budget_is_proven():
-    """The ``o`` and ``rho_by`` rows of the aggregated relaxation (docs/milp.md section 7) at
-    `tiny` 3 layers, 0.5: before them its optimum was 31.335 us against a best plan of 31.424
-    us (0.285%); its optimal decisions simulated to 32.495 us because the copy out of L0.attn.out
-    ended in the backward pass after 2.9 us of recompute the relaxation had counted before it.
-    Now its bound is 31.419 us, and the incumbent search (5,000 simulations at this size) reaches
-    a plan of that time: proven to the aggregated MILP's tolerance, the exact model not built."""
+def test_tiny_with_two_layers_at_half_the_budget_on_gh200_is_proven():
+    """The ``o`` and ``rho_by`` rows of the aggregated relaxation (docs/milp.md section 7; they
+    are in its tight rows) at `tiny` 2 layers on gh200, 0.5 (was 3 layers on a100-80gb, 0.5,
+    where the tight MILP alone took 20-30 s; with 2 layers on a100-80gb the release rows alone
+    prove it): without them its optimum is 13.5367 us against a best plan of 13.5895 us
+    (0.39%), and its optimal decisions simulate to 13.7399 us; with them its bound is 13.5895 us
+    (after one node) and its own decisions simulate to that time: proven to the aggregated
+    MILP's tolerance, the exact model not built. (With the ``o`` rows and ``rho_by`` left out of
+    the tight rows, the planner builds the exact model here: 62 s.)"""
     from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP
 
-    p = Problem.build("tiny", "a100-80gb", 0.5, layers=3)
+    p = Problem.build("tiny", "gh200", 0.5, layers=2)
     plan = planners.get("milp").plan(p)
     r = simulate(p, plan, detail=False)
     assert r.fits and plan.info.objective == r.step_time_s
     assert plan.info.gap <= AGGREGATE_PROOF_GAP and "exact model not built" in plan.info.message
-    assert plan.info.objective < 31.42e-6
+    assert plan.info.objective < 13.59e-6
 
 
 def test_the_segment_rows_hold_for_multi_level_plans_on_a_chain():
@@ -782,15 +793,23 @@ def test_the_aggregated_milp_keeps_every_integer_solution_it_finds(layers, budge
     assert any(np.array_equal(x, res.x) for x in res.solutions)
 
 
-def test_the_aggregated_milps_plan_is_the_fastest_of_its_solutions():
+@pytest.fixture(scope="module")
+def bert_large_20_nodes():
+    """bert-large at 0.3 and its aggregated MILP after 20 nodes (``aggregate_bound``'s result; a
+    work limit, so the same for every test that reads it, and solved once per worker: the 300 s
+    is a safety cap), shared by the two tests below."""
+    p = Problem.build("bert-large", "a100-80gb", 0.3)
+    return p, aggregate_bound(p, integral=True, node_limit=20, time_limit_s=300)
+
+
+def test_the_aggregated_milps_plan_is_the_fastest_of_its_solutions(bert_large_20_nodes):
     """bert-large at 0.3 (20 nodes): the relaxation's incumbent simulates to 231.28 ms, another
     solution its search found to 229.93 ms (HiGHS 1.16; before the ``d2h_first`` rows 232.77 and
     232.12 ms); the planner's start is the fastest of them all within the budget."""
     from slackswap.planners.milp.beyond import _aggregate_plan
     from slackswap.planners.milp.milp_planner import _decisions
 
-    p = Problem.build("bert-large", "a100-80gb", 0.3)
-    _, agg, res = aggregate_bound(p, integral=True, node_limit=20, time_limit_s=60)
+    p, (_, agg, res) = bert_large_20_nodes
     times = []
     for x in [res.x, *res.solutions]:
         r = simulate(p, Plan(_decisions(p, x, agg.swap, agg.rec)), detail=False)
@@ -800,14 +819,14 @@ def test_the_aggregated_milps_plan_is_the_fastest_of_its_solutions():
     assert got.step_time_s < times[0] * (1 - 1e-3), (times[0], got.step_time_s)
 
 
-def test_the_first_backward_steps_copy_windows_raise_the_full_size_bound():
+def test_the_first_backward_steps_copy_windows_raise_the_full_size_bound(bert_large_20_nodes):
     """bert-large at 0.3: a D2H engine busy for the whole forward pass (docs/milp.md section 7,
     the ``d2h_first`` rows). Without those rows the relaxation could leave a few small early
     copies pending at the first backward step and count the late ones as ending that much
-    earlier: LP bound 229.430 ms, 20-node MILP bound 229.745 ms; with them 229.488 and 229.808 ms."""
-    p = Problem.build("bert-large", "a100-80gb", 0.3)
+    earlier: LP bound 229.430 ms, 20-node MILP bound 229.745 ms; with them 229.488 and 229.808 ms
+    (the 20-node MILP: the fixture's, solved once for this test and the one above)."""
+    p, (extra, _, _) = bert_large_20_nodes
     assert lower_bound(p)[0] > 229.48e-3
-    extra = aggregate_bound(p, integral=True, node_limit=20, time_limit_s=300)[0]
     assert p.ideal_step_s + extra > 229.80e-3
 
 
@@ -871,16 +890,18 @@ def test_the_copy_back_rows_hold_at_every_plans_decisions():
     """The ``v_back``, ``v_held`` and ``v_read`` rows (docs/milp.md section 7): a tensor absent at
     a backward step comes back only after that step ends, and before the re-run that reads it;
     with ``chains``, ``v_chain``: before the re-runs along a chain of RECOMPUTE tensors that reads
-    it, and the re-runs after the read follow it. 300 seeded problems (``_chain_or_dag``), four
-    random plans each: the relaxation with the plan's decisions, with release rows, with tight
-    rows and with chain rows, is never above the plan's simulated time. Each row made to claim
-    too much fails this: ``v_read`` with 1.3 times the copy time, ``v_held`` one stage too far
-    (``ms(y) >= j - 1``), ``v_chain`` with 1.3 times the re-runs after the read."""
+    it, and the re-runs after the read follow it. 100 seeded problems (``_chain_or_dag``; was
+    300), four random plans each: the relaxation with the plan's decisions, with release rows,
+    with tight rows and with chain rows, is never above the plan's simulated time (654 checks;
+    50 problems with ``v_read`` rows, 56 with ``v_chain`` rows). Each row made to claim too much
+    fails this within these seeds: ``v_read`` with 1.3 times the copy time (seeds 48 and 87),
+    ``v_held`` one stage too far (``ms(y) >= j - 1``; seeds 14, 48, 52 and 87), ``v_chain`` with
+    1.3 times the re-runs after the read (seeds 48 and 89)."""
     from slackswap.mip.aggregate import build
     from slackswap.planners.milp.milp_planner import CHAIN_DEPTH
 
     checked = read = chained = 0
-    for seed in range(300):
+    for seed in range(100):
         p, rng = _chain_or_dag(seed)
         aggs = {tight: build(p, integral=True, releases=True, tight=tight) for tight in (False, True)}
         if aggs[False] is None:
@@ -893,7 +914,7 @@ def test_the_copy_back_rows_hold_at_every_plans_decisions():
             for tight, agg in aggs.items():
                 assert _relaxation_at(p, agg, dec) <= r.step_time_s * (1 + 1e-9), (seed, tight)
                 checked += 1
-    assert checked >= 1500 and read >= 50 and chained >= 20, (checked, read, chained)
+    assert checked >= 500 and read >= 40 and chained >= 40, (checked, read, chained)
 
 
 def _gpt2_stalling_plan(p):

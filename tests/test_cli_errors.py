@@ -179,35 +179,40 @@ def test_outputs_are_checked_before_any_work(tmp_path, monkeypatch, capsys):
         experiments.run_sweep_file(cfg, out=tmp_path / "f" / "r.csv")
 
 
-def test_compare_output_redirected_is_never_truncated(tmp_path):
-    """stdout a file (not a terminal), with and without a narrow COLUMNS: every cell whole."""
+def _main_to_file(argv, path, monkeypatch, columns):
+    """``main(argv)`` in this process with stdout a file (not a terminal) and ``COLUMNS`` set or
+    unset; returns the exit code. ``python -m slackswap`` itself: test_cli.py and the Ctrl-C test."""
+    with open(path, "w") as fh, monkeypatch.context() as m:
+        if columns is None:
+            m.delenv("COLUMNS", raising=False)
+        else:
+            m.setenv("COLUMNS", columns)
+        m.setattr(sys, "stdout", fh)
+        return main(argv)
+
+
+def test_compare_output_redirected_is_never_truncated(tmp_path, monkeypatch, capsys):
+    """stdout a file (not a terminal), with and without a narrow COLUMNS: every cell whole
+    (``main`` in this process, stdout the file; ``python -m slackswap``: test_cli.py)."""
     for columns in (None, "40"):
-        env = dict(ENV)
-        env.pop("COLUMNS", None)
-        if columns:
-            env["COLUMNS"] = columns
         out = tmp_path / "out.txt"
-        with open(out, "w") as fh:
-            r = subprocess.run([sys.executable, "-m", "slackswap", "compare", "--model", "tiny", "--budget", "0.5",
-                                "--planners", "slack,checkpoint-layers,swap-all"], stdout=fh,
-                               stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, timeout=300)
+        rc = _main_to_file(["compare", "--model", "tiny", "--budget", "0.5",
+                            "--planners", "slack,checkpoint-layers,swap-all"], out, monkeypatch, columns)
         text = out.read_text()
-        assert r.returncode == 0, r.stderr
+        assert rc == 0, capsys.readouterr().err
         assert "…" not in text and "..." not in text, text
         assert "checkpoint-layers" in text and "INFEASIBLE" in text and "recompute" in text
         assert re.search(r"│ slack +│ FEASIBLE +│ 0\.\d{4} │", text), text
 
 
-def test_robustness_table_redirected_is_never_truncated(tmp_path):
-    """The commands added beside compare print whole tables too (narrow COLUMNS, no terminal)."""
-    env = {**ENV, "COLUMNS": "40"}
+def test_robustness_table_redirected_is_never_truncated(tmp_path, monkeypatch, capsys):
+    """The commands added beside compare print whole tables too (narrow COLUMNS, no terminal;
+    ``main`` in this process, stdout a file)."""
     out = tmp_path / "out.txt"
-    with open(out, "w") as fh:
-        r = subprocess.run([sys.executable, "-m", "slackswap", "robustness", "--model", "tiny", "--budget", "0.5",
-                            "--planners", "slack,checkpoint-layers", "--samples", "3", "--noise", "0,0.1"],
-                           stdout=fh, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, timeout=300)
+    rc = _main_to_file(["robustness", "--model", "tiny", "--budget", "0.5", "--planners", "slack,checkpoint-layers",
+                        "--samples", "3", "--noise", "0,0.1"], out, monkeypatch, "40")
     text = out.read_text()
-    assert r.returncode == 0, r.stderr
+    assert rc == 0, capsys.readouterr().err
     assert "…" not in text and "..." not in text, text
     assert "checkpoint-layers" in text and "p95_slowdown" in text
 
@@ -218,9 +223,10 @@ def _sweep_cmd(cfg, cache, workers):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_sweep_interrupted_then_rerun_has_every_row_once(tmp_path, workers):
-    """SIGINT mid-sweep: one line naming the cache and the command, exit 130; the same command
-    again finishes with every run exactly once, the finished ones read from the cache."""
+def test_sweep_interrupted_then_rerun_has_every_row_once(tmp_path, workers, capsys):
+    """SIGINT mid-sweep (``python -m slackswap sweep``): one line naming the cache and the command,
+    exit 130; the same command again (``main`` in this process) finishes with every run exactly
+    once, the finished ones read from the cache."""
     cfg = tmp_path / "s.toml"
     budgets = [round(0.55 + 0.05 * i, 2) for i in range(9)]
     cfg.write_text(f'models = ["tiny"]\nbudgets = {budgets}\nplanners = ["slack", "chen-sqrt"]\n')
@@ -242,13 +248,14 @@ def test_sweep_interrupted_then_rerun_has_every_row_once(tmp_path, workers):
     assert err.splitlines() == [err.strip()], err
     assert "Traceback" not in err and str(cache) in err and "run the same command" in err, err
     saved = len(list(cache.glob("*.json")))
-    r = subprocess.run(_sweep_cmd(cfg, cache, workers), capture_output=True, text=True, env=ENV, cwd=ROOT,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr
+    capsys.readouterr()
+    rc = main(_sweep_cmd(cfg, cache, workers)[3:])   # the same command again, in this process
+    out, err = capsys.readouterr()
+    assert rc == 0, err
     df = pd.read_csv(tmp_path / f"rows{workers}.csv")
     assert len(df) == 18 and not df.duplicated(["budget", "label"]).any()
     assert sorted(df["budget"].unique().tolist()) == budgets
-    assert f"18 runs ({saved} from cache), 0 errors" in r.stdout
+    assert f"18 runs ({saved} from cache), 0 errors" in out
 
 
 @pytest.mark.parametrize("width", [20, 60, 200])

@@ -33,8 +33,15 @@ def test_columns_are_the_runrow_fields_in_grid_order():
     assert math.isclose(slack["gap_to_bound"], slack["step_time_s"] / slack["lower_bound_s"] - 1)
 
 
-def test_sweep_twice_gives_identical_rows_in_processes_and_in_process():
-    a = sweep("tiny", "a100-80gb", BUDGETS, PLANNERS, workers=2, progress=False)
+@pytest.fixture(scope="module")
+def pool_rows():
+    """The default pool's rows (2 worker processes), computed once for the tests that compare
+    other executions with them."""
+    return sweep("tiny", "a100-80gb", BUDGETS, PLANNERS, workers=2, progress=False)
+
+
+def test_sweep_twice_gives_identical_rows_in_processes_and_in_process(pool_rows):
+    a = pool_rows
     b = sweep("tiny", "a100-80gb", BUDGETS, PLANNERS, workers=2, progress=False)
     c = sweep("tiny", "a100-80gb", BUDGETS, PLANNERS, workers=1, progress=False)
     pd.testing.assert_frame_equal(_cmp(a), _cmp(b))
@@ -86,14 +93,14 @@ def test_resumed_sweep_skips_finished_runs(tmp_path):
         planners.unregister("test-count")
 
 
-def test_dask_executor_gives_the_same_rows():
+def test_dask_executor_gives_the_same_rows(pool_rows):
     """Runs shipped to two Dask worker processes (pickled there and back) give the rows of the
     default pool; every run is a task that ran in a worker process, none in this one."""
     import os
 
     from distributed import Client, LocalCluster, get_task_stream
 
-    default = sweep("tiny", "a100-80gb", BUDGETS, PLANNERS, progress=False)
+    default = pool_rows   # sweep("tiny", "a100-80gb", BUDGETS, PLANNERS, progress=False)
     with (LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
           Client(cluster) as client, get_task_stream(client) as stream):
         dask = sweep("tiny", "a100-80gb", BUDGETS, PLANNERS, executor=client.get_executor(), progress=False)

@@ -17,6 +17,7 @@ from slackswap.core.errors import ConfigError
 from slackswap.models import from_hf_config, load
 
 pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
 
 _PATH = Path(__file__).parent.parent / "benchmarks" / "hf_fidelity.py"
 _SPEC = importlib.util.spec_from_file_location("hf_fidelity", _PATH)
@@ -25,6 +26,17 @@ _SPEC.loader.exec_module(hf_fidelity)
 
 TOL = 0.02
 METRICS = ("layer", "total", "peak", "fwd_flops", "bwd_flops")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    """One intra-op thread for these small models: the counts (bytes, FLOPs, the profiler's
+    allocations) do not depend on it, and idle OpenMP threads otherwise spin on CPU a parallel
+    test run needs."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 @pytest.mark.slow
