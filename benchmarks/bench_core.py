@@ -21,9 +21,10 @@ import tempfile
 import time
 import warnings
 
-from slackswap import Decision, Plan, Problem, hardware, models, simulate
-from slackswap import costs as costs_mod
-from slackswap.plan import validate
+from slackswap import Decision, Plan, Problem, models, simulate
+from slackswap.core import costs as costs_mod
+from slackswap.core import hardware
+from slackswap.core.plan import validate
 from slackswap.planners import get
 from slackswap.timeline import reference
 

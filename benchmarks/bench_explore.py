@@ -1,4 +1,4 @@
-"""Speed of the interactive explorer (slackswap/explore.py, notebook 01): one change per widget.
+"""Speed of the interactive explorer (slackswap/report/explore.py, notebook 01): one change per widget.
 
 Run:  python benchmarks/bench_explore.py [--repeat N] [--models gpt2-xl llama-7b] [--planner slack]
 Prints, per model and change, the median over N changes of the update (split into problem build,
@@ -28,8 +28,8 @@ import statistics
 import time
 import warnings
 
-from slackswap.errors import CapacityWarning
-from slackswap.explore import Explorer
+from slackswap.core.errors import CapacityWarning
+from slackswap.report.explore import Explorer
 
 STAGES = ("build", "plan", "simulate", "draw")
 

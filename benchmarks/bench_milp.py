@@ -59,7 +59,7 @@ import time
 
 from slackswap import Problem, planners, simulate
 from slackswap.bounds import AGGREGATE_SOLVERS
-from slackswap.errors import BudgetError, SlackSwapError
+from slackswap.core.errors import BudgetError, SlackSwapError
 
 FULL = ["bert-large", "gpt2-xl", "llama-7b"]
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from slackswap import planners, synthetic
-from slackswap.costs import CostModel
-from slackswap.problem import Problem
+from slackswap import planners
+from slackswap.core.costs import CostModel
+from slackswap.experiments import synthetic
 from slackswap.timeline import simulate
+from slackswap.timeline.problem import Problem
 
 NAMES = ["keep-all", "recompute-all", "checkpoint-layers", "swap-all", "chen-sqrt", "chen-greedy",
          "dp-checkpoint", "capuchin"]

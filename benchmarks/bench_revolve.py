@@ -33,8 +33,8 @@ import argparse
 import time
 
 from slackswap import CostModel, Problem, SlackSwapError, planners, simulate
+from slackswap.experiments.synthetic import chain, chain_multilevel_optimum
 from slackswap.planners.dp import binomial_plan, griewank_formula
-from slackswap.synthetic import chain, chain_multilevel_optimum
 
 
 def budgets(text: str) -> list[int]:

@@ -21,8 +21,8 @@ import sys
 import time
 
 from slackswap.planners.slack import SlackPlanner
-from slackswap.problem import Problem
 from slackswap.timeline import simulate
+from slackswap.timeline.problem import Problem
 
 
 def timed(problem, repeat=5):
@@ -106,7 +106,8 @@ def modes():
 
 
 def gap_report():
-    from slackswap import gaps, report, synthetic
+    from slackswap import report
+    from slackswap.experiments import gaps, synthetic
 
     i = sys.argv.index("--gaps")
     n = int(sys.argv[i + 1]) if len(sys.argv) > i + 1 else 200

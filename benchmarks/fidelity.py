@@ -4,7 +4,7 @@
     python benchmarks/fidelity.py --size cpu      # the reduced CPU shapes recorded in README.md
     python benchmarks/fidelity.py --size gpu --out fidelity.csv --figure fidelity.png
 
-For GPT-2 124M and 355M shapes, BERT-base and a small Llama (slackswap.torch.zoo), it traces the
+For GPT-2 124M and 355M shapes, BERT-base and a small Llama (slackswap.torch.hf_models), it traces the
 model on the device, plans it with ``slack`` at 50% and 30% of the keep-all peak, runs keep-all,
 recompute-all and both plans ``--repeats`` times each (interleaved; the fastest counts, as each
 op's fastest of three traces does in the profile), and prints one row per (model, plan):
@@ -25,8 +25,8 @@ import time
 import pandas as pd
 import torch
 
-from slackswap.torch import zoo
-from slackswap.torch.measure import measure
+from slackswap.torch import hf_models as zoo
+from slackswap.torch.measure_step import measure
 
 MODELS = ("gpt2-124m", "gpt2-355m", "bert-base", "llama-small")
 CPU_SHAPE = {"batch": 2, "seq": 64, "layers": 4, "vocab": 1024}

@@ -4,7 +4,7 @@ every budget"), and the ``--only MODEL@BUDGET`` parsing shared by the scripts th
 from __future__ import annotations
 
 from slackswap import Problem
-from slackswap.errors import SlackSwapError
+from slackswap.core.errors import SlackSwapError
 
 SETTINGS = ("bert-large@0.3", "bert-large@0.4", "bert-large@0.6", "gpt2-xl@0.2", "gpt2-xl@0.3",
             "gpt2-xl@0.4", "gpt2-xl@0.5", "llama-7b@0.2", "llama-7b@0.3")

@@ -2,7 +2,7 @@
 
     python scripts/floor_tightness.py --graphs 200
 
-For each graph (``random_dag`` and ``mixed_dag`` from ``slackswap.synthetic``, 2-5 ops, unit
+For each graph (``random_dag`` and ``mixed_dag`` from ``slackswap.experiments.synthetic``, 2-5 ops, unit
 costs) it finds the smallest whole-byte budget at which some plan (every keep/swap/recompute
 assignment, default issue points) fits, and compares it with the floor. Prints how often the two
 are equal and the largest gap (bytes and fraction of the keep-all peak).
@@ -15,7 +15,7 @@ import dataclasses
 import itertools
 
 from slackswap import CostModel, Decision, Plan, Problem, simulate
-from slackswap.synthetic import mixed_dag, random_dag
+from slackswap.experiments.synthetic import mixed_dag, random_dag
 
 
 def smallest_fitting_budget(g) -> int:

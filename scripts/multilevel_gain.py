@@ -8,7 +8,7 @@ the exact MILP's and the best plan with any hold points that of the MILP with ``
 bound exceeds a plan that fits, or if the multi-level optimum is slower than the single-level one
 (it searches a superset) or not proven. ``--exhaustive N`` also checks the multi-level optimum
 against an exhaustive search over decisions and hold points
-(``slackswap.synthetic.multilevel_optimum``) on every instance where that takes at most ``N``
+(``slackswap.experiments.synthetic.multilevel_optimum``) on every instance where that takes at most ``N``
 simulations.
 
     python scripts/multilevel_gain.py --instances 300 --seed 0 [--exhaustive 6000]
@@ -24,7 +24,13 @@ import sys
 
 from slackswap import CostModel, Problem, Status, planners, simulate
 from slackswap.bounds import aggregate_bound, lower_bound
-from slackswap.synthetic import chain, mixed_dag, multilevel_optimum, random_dag, residual_block
+from slackswap.experiments.synthetic import (
+    chain,
+    mixed_dag,
+    multilevel_optimum,
+    random_dag,
+    residual_block,
+)
 
 
 def instance(rng: random.Random) -> Problem:

@@ -26,9 +26,9 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from slackswap import Decision, Plan, Problem, simulate
-from slackswap.errors import SlackSwapError
+from slackswap.core.errors import SlackSwapError
 from slackswap.mip.aggregate import build
-from slackswap.planners.milp.planner import _decisions
+from slackswap.planners.milp.milp_planner import _decisions
 
 
 def nogood(agg, problem, dec) -> tuple[list, float]:

@@ -49,9 +49,9 @@ import re
 import time
 
 from slackswap import Problem
-from slackswap.plan import Decision, Plan
-from slackswap.planners.milp.improve import pair_search, variants
-from slackswap.planners.slack.improve import Judge
+from slackswap.core.plan import Decision, Plan
+from slackswap.planners.milp.incumbent import pair_search, variants
+from slackswap.planners.slack.judge import Judge
 from slackswap.timeline import simulate
 
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE

@@ -20,8 +20,8 @@ import _gap_settings as settings
 
 from slackswap import Plan, planners
 from slackswap.bounds import aggregate_bound
-from slackswap.planners.milp.improve import pair_search, relink, variants
-from slackswap.planners.milp.planner import _decisions
+from slackswap.planners.milp.incumbent import pair_search, relink, variants
+from slackswap.planners.milp.milp_planner import _decisions
 from slackswap.timeline import simulate
 
 

@@ -22,8 +22,8 @@ import _gap_settings as settings
 
 from slackswap import Plan
 from slackswap.bounds import aggregate_bound
-from slackswap.planners.milp.improve import pair_search, variants
-from slackswap.planners.milp.planner import _decisions, heuristic_plans
+from slackswap.planners.milp.incumbent import pair_search, variants
+from slackswap.planners.milp.milp_planner import _decisions, heuristic_plans
 from slackswap.timeline import simulate
 
 

@@ -27,10 +27,10 @@ from slackswap import experiments, models, report
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # the results generator beside this file
 from update_results import timing  # noqa: E402
 
-from slackswap.errors import SlackSwapError
-from slackswap.plan import Decision, Plan
-from slackswap.problem import Problem
+from slackswap.core.errors import SlackSwapError
+from slackswap.core.plan import Decision, Plan
 from slackswap.timeline import simulate
+from slackswap.timeline.problem import Problem
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ["bert-large", "gpt2-xl", "llama-7b"]
@@ -219,7 +219,7 @@ def _saved_without_cache(name: str) -> int:
     import json
     import tempfile
 
-    from slackswap.torch import hf
+    from slackswap.torch import hf_trace as hf
 
     cfg, _ = hf.load_config(name)
     with tempfile.TemporaryDirectory() as d:

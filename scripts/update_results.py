@@ -21,7 +21,7 @@ import warnings
 from pathlib import Path
 
 from slackswap import experiments, report
-from slackswap.errors import CapacityWarning
+from slackswap.core.errors import CapacityWarning
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = ["budget", "link", "attention", "shape", "slack_switches", "optimality_gap"]

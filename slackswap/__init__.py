@@ -4,8 +4,8 @@ Data flows one way: models -> Graph -> (Hardware) -> CostModel -> Problem -> pla
 simulate -> SimResult -> experiments -> report. See docs/.
 """
 
-from .costs import CostModel
-from .errors import (
+from .core.costs import CostModel
+from .core.errors import (
     BudgetError,
     CapacityWarning,
     ConfigError,
@@ -15,10 +15,10 @@ from .errors import (
     SlackSwapWarning,
     UnknownNameError,
 )
-from .graph import Graph, Op, Tensor
-from .plan import Decision, Plan, SolveInfo, Status, validate
-from .problem import Problem
+from .core.graph import Graph, Op, Tensor
+from .core.plan import Decision, Plan, SolveInfo, Status, validate
 from .timeline import SimResult, simulate
+from .timeline.problem import Problem
 
 __version__ = "0.1.0"
 

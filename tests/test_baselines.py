@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from slackswap import planners, synthetic
-from slackswap.costs import CostModel
-from slackswap.plan import Decision, Status
-from slackswap.problem import Problem
+from slackswap import planners
+from slackswap.core.costs import CostModel
+from slackswap.core.plan import Decision, Status
+from slackswap.experiments import synthetic
+from slackswap.timeline.problem import Problem
 
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
 

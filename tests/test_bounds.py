@@ -18,7 +18,7 @@ from slackswap.bounds import (
     lower_bound,
     probe_bound,
 )
-from slackswap.synthetic import chain, mixed_dag, random_dag, residual_block
+from slackswap.experiments.synthetic import chain, mixed_dag, random_dag, residual_block
 
 
 @st.composite
@@ -723,7 +723,7 @@ def test_tiny_with_two_layers_at_half_the_budget_on_gh200_is_proven():
     (after one node) and its own decisions simulate to that time: proven to the aggregated
     MILP's tolerance, the exact model not built. (With the ``o`` rows and ``rho_by`` left out of
     the tight rows, the planner builds the exact model here: 62 s.)"""
-    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP
+    from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP
 
     p = Problem.build("tiny", "gh200", 0.5, layers=2)
     plan = planners.get("milp").plan(p)
@@ -809,7 +809,7 @@ def test_the_aggregated_milps_plan_is_the_fastest_of_its_solutions(bert_large_20
     solution its search found to 229.93 ms (HiGHS 1.16; before the ``d2h_first`` rows 232.77 and
     232.12 ms); the planner's start is the fastest of them all within the budget."""
     from slackswap.planners.milp.beyond import _aggregate_plan
-    from slackswap.planners.milp.planner import _decisions
+    from slackswap.planners.milp.milp_planner import _decisions
 
     p, (_, agg, res) = bert_large_20_nodes
     times = []
@@ -900,7 +900,7 @@ def test_the_copy_back_rows_hold_at_every_plans_decisions():
     ``v_held`` one stage too far (``ms(y) >= j - 1``; seeds 14, 48, 52 and 87), ``v_chain`` with
     1.3 times the re-runs after the read (seeds 48 and 89)."""
     from slackswap.mip.aggregate import build
-    from slackswap.planners.milp.planner import CHAIN_DEPTH
+    from slackswap.planners.milp.milp_planner import CHAIN_DEPTH
 
     checked = read = chained = 0
     for seed in range(100):
@@ -989,7 +989,7 @@ def test_a_copy_back_read_through_a_chain_of_re_runs_is_charged():
     re-runs cover the copy); with the chain rows (``v_chain``: the chain of RECOMPUTE tensors
     final norm, layer 1's MLP residual, gelu, fc1, MLP norm) the simulated time."""
     from slackswap.mip.aggregate import build
-    from slackswap.planners.milp.planner import CHAIN_DEPTH
+    from slackswap.planners.milp.milp_planner import CHAIN_DEPTH
 
     p = Problem.build("gpt2", "a100-80gb", 0.88, layers=2)
     rec = {"embed.dropout.out", "embed.dropout.mask", "L0.attn.norm.out", "L0.mlp.norm.out", "L0.mlp.norm.stats",
@@ -1064,7 +1064,7 @@ def _residual_stack(seed: int):
     Random compute, copy times and budget. Seeded."""
     import random
 
-    from slackswap.graph import Graph, Op, Tensor
+    from slackswap.core.graph import Graph, Op, Tensor
 
     rng = random.Random(seed)
     tensors, ops = [Tensor(0, "in", 0, None, kind="input")], []
@@ -1103,7 +1103,7 @@ def _sibling_graph(branch_first: bool, c_saved: bool = False, head_reads_c: bool
     ``d`` in the head's stage re-runs p (which reads ``a``), s and add, in the add's input order.
     ``c`` is unsaved, or with ``c_saved`` saved by add too (a RECOMPUTE candidate), and with
     ``head_reads_c`` also read and saved (first) by the head."""
-    from slackswap.graph import Graph, Op, Tensor
+    from slackswap.core.graph import Graph, Op, Tensor
 
     tensors = (Tensor(0, "in", 1, None, kind="input"), Tensor(1, "a", 6, 0), Tensor(2, "b", 1, 1),
                Tensor(3, "c", 1, 2), Tensor(4, "d", 1, 3), Tensor(5, "logits", 2, 4), Tensor(6, "l", 0, 5, kind="loss"))
@@ -1144,7 +1144,7 @@ def test_the_readers_own_later_inputs_re_run_before_the_read():
     decisions says 19 s too. Counting s as a re-run after the read (a rule that followed input
     order at the reader too) makes it 22 s, above the plan's time."""
     from slackswap import Decision
-    from slackswap.graph import Graph, Op, Tensor
+    from slackswap.core.graph import Graph, Op, Tensor
     from slackswap.mip.aggregate import build, rerun_chains
 
     tensors = (Tensor(0, "in", 1, None, kind="input"), Tensor(1, "a", 6, 0), Tensor(2, "c", 1, 1),
@@ -1212,7 +1212,7 @@ def test_the_copies_back_that_one_stage_reads_queue_on_one_engine():
     engine") charges both copies and the re-run after the last read: 23 s.
     Counting 1.3 times the copy times makes it 25.4 s, above the plan's time."""
     from slackswap import Decision
-    from slackswap.graph import Graph, Op, Tensor
+    from slackswap.core.graph import Graph, Op, Tensor
     from slackswap.mip.aggregate import build
 
     tensors = (Tensor(0, "in", 1, None, kind="input"), Tensor(1, "a", 3, 0), Tensor(2, "b", 3, 1),
@@ -1241,7 +1241,7 @@ def gpt2_four_layers_chains():
     """GPT-2 with 4 layers at 0.79 and its aggregated model with tight and chain rows
     (``CHAIN_DEPTH``), built once per worker for the two tests below (read only)."""
     from slackswap.mip.aggregate import build
-    from slackswap.planners.milp.planner import CHAIN_DEPTH
+    from slackswap.planners.milp.milp_planner import CHAIN_DEPTH
 
     p = Problem.build("gpt2", "a100-80gb", 0.79, layers=4)
     return p, build(p, integral=True, releases=True, tight=True, chains=CHAIN_DEPTH)
@@ -1278,7 +1278,7 @@ def test_the_chain_rows_stop_as_deep_as_their_rows_fit(gpt2_four_layers_chains):
     import numpy as np
 
     from slackswap.mip.aggregate import CHAIN_NONZEROS, build
-    from slackswap.planners.milp.planner import CHAIN_DEPTH
+    from slackswap.planners.milp.milp_planner import CHAIN_DEPTH
 
     def nonzeros(agg):
         per_row = np.diff(agg.model.csr().indptr)
@@ -1301,7 +1301,7 @@ def test_the_chain_rows_hold_on_residual_streams():
     to four random plans each, the relaxation with the plan's decisions never above the plan's
     simulated time (the reader's own later inputs: the test above)."""
     from slackswap.mip.aggregate import build
-    from slackswap.planners.milp.planner import CHAIN_DEPTH
+    from slackswap.planners.milp.milp_planner import CHAIN_DEPTH
 
     checked = 0
     for seed in range(300):
@@ -1322,7 +1322,7 @@ def test_the_chain_rows_lift_the_gpt2_bound_to_its_optimum():
     optimum the exact MILP proves, 32,193.635 us (benchmarks/README.md), and a plan of its
     solutions simulates to that optimum."""
     from slackswap.planners.milp.beyond import _aggregate_plan
-    from slackswap.planners.milp.planner import CHAIN_DEPTH
+    from slackswap.planners.milp.milp_planner import CHAIN_DEPTH
 
     p = Problem.build("gpt2", "a100-80gb", 0.88, layers=2)
     extra, agg, res = aggregate_bound(p, integral=True, releases=True, tight=True, chains=CHAIN_DEPTH)

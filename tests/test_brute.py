@@ -6,7 +6,7 @@ import math
 import pytest
 
 from slackswap import CostModel, Decision, Plan, Problem, SlackSwapError, Status, planners, simulate
-from slackswap.synthetic import chain, random_dag
+from slackswap.experiments.synthetic import chain, random_dag
 
 
 def _problem(g, budget):

@@ -1,4 +1,4 @@
-"""Calibration (slackswap/calibrate.py): recover known parameters, identifiability, honest
+"""Calibration (slackswap/calibration/calibrate.py): recover known parameters, identifiability, honest
 reports of unreachable rows, calibrated hardware files, targets, CLI; the sensitivity grid."""
 
 import math
@@ -6,8 +6,8 @@ import math
 import pandas as pd
 import pytest
 
-from slackswap import Problem, hardware
-from slackswap.calibrate import (
+from slackswap import Problem
+from slackswap.calibration.calibrate import (
     PARAMETERS,
     Target,
     apply,
@@ -16,9 +16,10 @@ from slackswap.calibrate import (
     read_targets,
     simulated_targets,
 )
+from slackswap.calibration.sensitivity import sensitivity_grid
 from slackswap.cli import main
-from slackswap.errors import ConfigError, SlackSwapError
-from slackswap.sensitivity import sensitivity_grid
+from slackswap.core import hardware
+from slackswap.core.errors import ConfigError, SlackSwapError
 
 TRUE = {"compute_scale": 0.8, "bandwidth": 14e9}
 #: recovered values must be within this relative tolerance of the true ones
@@ -164,7 +165,7 @@ def test_sensitivity_grid_and_figure(tmp_path):
     """Every point's plan fits and is at most the certified ceiling; a lower compute scale slows
     the ideal step; at gpt2's 0.7 budget, where the plans swap, a slower link lowers both the
     ratio and the ceiling at each compute scale."""
-    from slackswap.report_calib import sensitivity_figure
+    from slackswap.report.calibration_figures import sensitivity_figure
 
     df = sensitivity_grid("gpt2", budget=0.7, compute_scales=(0.5, 1.0), bandwidths=(2e9, 25e9))
     assert len(df) == 4 and set(df["compute_scale"]) == {0.5, 1.0}

@@ -6,12 +6,13 @@ import math
 
 import pytest
 
-from slackswap import planners, synthetic
-from slackswap.costs import CostModel
-from slackswap.plan import Decision, Plan, Status
+from slackswap import planners
+from slackswap.core.costs import CostModel
+from slackswap.core.plan import Decision, Plan, Status
+from slackswap.experiments import synthetic
 from slackswap.planners.dp import griewank_formula, revolve_extra_forwards
-from slackswap.problem import Problem
 from slackswap.timeline import simulate
+from slackswap.timeline.problem import Problem
 
 
 @pytest.mark.parametrize("s", range(1, 7))

@@ -127,7 +127,7 @@ def test_python_dash_m_subprocess():
 
 
 def test_sweep_and_compare_print_the_memory_warning(capsys, tmp_path):
-    from slackswap._paths import data_dir
+    from slackswap.core.paths import data_dir
 
     hw = tmp_path / "small.toml"
     hw.write_text((data_dir() / "hardware" / "a100-80gb.toml").read_text().replace('memory = "80GiB"',

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from slackswap import cli, hardware, models
+from slackswap import cli, models
+from slackswap.core import hardware
 
 
 def test_models_lists_presets(capsys):

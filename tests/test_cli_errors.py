@@ -264,8 +264,8 @@ def test_print_table_never_cuts_a_cell(width):
 
     from rich.console import Console
 
-    from slackswap._cliutil import print_table
-    from slackswap.cli import _table
+    from slackswap.cli.commands import _table
+    from slackswap.cli.common import print_table
 
     buf = io.StringIO()
     console = Console(file=buf, width=width)

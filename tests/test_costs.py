@@ -1,4 +1,4 @@
-"""Analytical (roofline) and measured (profile) cost models (slackswap.costs, slackswap.profile)."""
+"""Analytical (roofline) and measured (profile) cost models (slackswap.core.costs, slackswap.core.profile)."""
 
 import doctest
 import json
@@ -6,11 +6,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from slackswap import costs, hardware, profile
-from slackswap._paths import data_dir
-from slackswap.errors import ConfigError, SlackSwapError, UnknownNameError
-from slackswap.graph import Graph, Op, Tensor
-from slackswap.hardware import Efficiency, Gpu, Hardware, Link
+from slackswap.core import costs, hardware, profile
+from slackswap.core.errors import ConfigError, SlackSwapError, UnknownNameError
+from slackswap.core.graph import Graph, Op, Tensor
+from slackswap.core.hardware import Efficiency, Gpu, Hardware, Link
+from slackswap.core.paths import data_dir
 
 EXAMPLE = data_dir() / "profiles" / "example.json"
 
@@ -226,6 +226,6 @@ def test_bad_whole_graph_profile(tmp_path):
 
 
 def test_doctests():
-    """slackswap.profile's examples run (at least its 3) and pass."""
+    """slackswap.core.profile's examples run (at least its 3) and pass."""
     r = doctest.testmod(profile)
     assert r.failed == 0 and r.attempted >= 3, r

@@ -15,14 +15,14 @@ import pytest
 import slackswap
 
 EXAMPLES = {
-    "slackswap.experiments": 5, "slackswap.gaps": 3, "slackswap.graph": 3, "slackswap.hardware": 6,
+    "slackswap.experiments.runs": 5, "slackswap.experiments.gaps": 3, "slackswap.core.graph": 3, "slackswap.core.hardware": 6,
     "slackswap.mip.model": 4, "slackswap.models": 4, "slackswap.models.spec": 3,
-    "slackswap.models.transformer": 3, "slackswap.models.zoo": 2, "slackswap.planners.base": 3,
-    "slackswap.planners.dp": 1, "slackswap.planners.milp.planner": 2,
-    "slackswap.planners.slack.planner": 4, "slackswap.profile": 3, "slackswap.runcache": 3,
-    "slackswap.schema": 2, "slackswap.synthetic": 4, "slackswap.torch.executor": 9,
-    "slackswap.torch.hf": 2, "slackswap.torch.measured": 2, "slackswap.torch.trace": 5,
-    "slackswap.units": 4,
+    "slackswap.models.transformer": 3, "slackswap.models.presets": 2, "slackswap.planners.base": 3,
+    "slackswap.planners.dp": 1, "slackswap.planners.milp.milp_planner": 2,
+    "slackswap.planners.slack.slack_planner": 4, "slackswap.core.profile": 3, "slackswap.experiments.runcache": 3,
+    "slackswap.core.schema": 2, "slackswap.experiments.synthetic": 4, "slackswap.torch.executor": 9,
+    "slackswap.torch.hf_trace": 2, "slackswap.torch.measured_costs": 2, "slackswap.torch.trace": 5,
+    "slackswap.core.units": 4,
 }
 
 

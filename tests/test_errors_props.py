@@ -13,14 +13,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slackswap import models, planners, profile
-from slackswap.errors import ParameterError, SlackSwapError
-from slackswap.hardware import hardware_from_dict, link_from_file_dict
+from slackswap import models, planners
+from slackswap.core import profile
+from slackswap.core.errors import ParameterError, SlackSwapError
+from slackswap.core.hardware import hardware_from_dict, link_from_file_dict
+from slackswap.core.plan import Plan
+from slackswap.experiments.sweepfiles import sweep_from_dict
 from slackswap.models import TransformerSpec, from_hf_config
-from slackswap.models.zoo import models_dir, spec_from_dict
-from slackswap.plan import Plan
-from slackswap.problem import resolve_budget
-from slackswap.sweepfiles import sweep_from_dict
+from slackswap.models.presets import models_dir, spec_from_dict
+from slackswap.timeline.problem import resolve_budget
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -10,14 +10,21 @@ import math
 import pytest
 from test_hardware import GOOD as HW
 
-from slackswap import Problem, experiments, hardware, models, planners, profile, report
-from slackswap.errors import BudgetError, ConfigError, ParameterError, PlanError, UnknownNameError
-from slackswap.explore import Explorer
-from slackswap.hardware import load_link
+from slackswap import Problem, experiments, models, planners, report
+from slackswap.core import hardware, profile
+from slackswap.core.errors import (
+    BudgetError,
+    ConfigError,
+    ParameterError,
+    PlanError,
+    UnknownNameError,
+)
+from slackswap.core.hardware import load_link
+from slackswap.core.plan import Plan
+from slackswap.experiments.sweepfiles import load_sweep
 from slackswap.models import from_hf_config
-from slackswap.models.zoo import load_file, models_dir
-from slackswap.plan import Plan
-from slackswap.sweepfiles import load_sweep
+from slackswap.models.presets import load_file, models_dir
+from slackswap.report.explore import Explorer
 from slackswap.timeline import simulate
 
 SWEEP = 'models = ["tiny"]\nbudgets = [0.5]\nplanners = ["slack"]\n'

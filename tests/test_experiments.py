@@ -1,14 +1,15 @@
 """experiments.sweep: deterministic rows, ERROR rows, cache resume, Dask executor, sweep files."""
 
+import concurrent.futures as cf
 import math
 
 import pandas as pd
 import pytest
 
 from slackswap import experiments, planners
-from slackswap.errors import ConfigError
+from slackswap.core.errors import ConfigError
+from slackswap.core.plan import Decision
 from slackswap.experiments import RunRow, load_sweep, run_sweep_file, sweep
-from slackswap.plan import Decision
 
 BUDGETS = [0.6, 0.9]
 PLANNERS = ["keep-all", "slack", "chen-sqrt"]
@@ -172,7 +173,7 @@ def test_shipped_sweep_files_load_and_name_registered_planners(path):
 
 
 def test_run_problems_compares_heuristics_with_the_exact_optimum():
-    from slackswap import synthetic
+    from slackswap.experiments import synthetic
 
     problems = synthetic.exact_suite(levels=(0.0, 0.5))
     df = experiments.run_problems(problems, ["slack", "dp-checkpoint", "milp"],
@@ -189,8 +190,8 @@ def test_run_problems_compares_heuristics_with_the_exact_optimum():
 
 
 def test_run_problems_turns_bad_input_into_rows_and_errors():
-    from slackswap import synthetic
-    from slackswap.errors import SlackSwapError
+    from slackswap.core.errors import SlackSwapError
+    from slackswap.experiments import synthetic
 
     p = synthetic.exact_suite(levels=(0.5,))[0]
     df = experiments.run_problems({"one": p}, ["slack"], planner_params={"slack": {"order": "nope"}}, bound=False)
@@ -204,7 +205,7 @@ def test_run_problems_turns_bad_input_into_rows_and_errors():
 
 # ---------------------------------------------------------------- cache keys, error rows, paths
 def _hardware_copy(tmp_path, memory="80GiB"):
-    from slackswap._paths import data_dir
+    from slackswap.core.paths import data_dir
 
     hw = tmp_path / "hw.toml"
     hw.write_text((data_dir() / "hardware" / "a100-80gb.toml").read_text().replace('memory = "80GiB"',
@@ -229,8 +230,8 @@ def test_editing_a_hardware_file_misses_the_cache_and_the_process_memory(tmp_pat
 def test_editing_a_link_file_misses_only_the_runs_that_read_it(tmp_path, monkeypatch):
     import shutil
 
-    from slackswap import hardware
-    from slackswap._paths import data_dir
+    from slackswap.core import hardware
+    from slackswap.core.paths import data_dir
 
     shutil.copytree(data_dir() / "hardware", tmp_path / "hardware")
     monkeypatch.setattr(hardware, "hardware_dir", lambda: tmp_path / "hardware")
@@ -259,11 +260,11 @@ def test_cache_and_sweep_paths_expand_the_home_folder(tmp_path, monkeypatch):
     assert (tmp_path / "home" / "out" / "rows.csv").exists() and not (tmp_path / "work" / "~").exists()
 
 
-class _LostWorkers(experiments.cf.Executor):
+class _LostWorkers(cf.Executor):
     """Every submitted run fails as a crashed worker process would."""
 
     def submit(self, fn, /, *args, **kwargs):
-        fut = experiments.cf.Future()
+        fut = cf.Future()
         fut.set_exception(RuntimeError("worker died"))
         return fut
 
@@ -283,7 +284,7 @@ def test_a_lost_worker_row_keeps_every_setting_of_its_run():
 
 
 def test_static_memory_above_the_gpu_is_a_warning_in_every_row(tmp_path):
-    from slackswap.errors import CapacityWarning
+    from slackswap.core.errors import CapacityWarning
 
     hw = _hardware_copy(tmp_path, memory="1MiB")
     with pytest.warns(CapacityWarning, match="alone exceeds the 1.00 MiB"):

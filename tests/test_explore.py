@@ -1,4 +1,4 @@
-"""The interactive explorer's callback (slackswap/explore.py), without a browser: each change
+"""The interactive explorer's callback (slackswap/report/explore.py), without a browser: each change
 re-plans and redraws the same figure, the plan and result are those of a direct
 ``planners.get(...).plan`` + ``simulate`` call, problems are built once per (model, hardware),
 and bad values get the usual one-line errors. Timings are in benchmarks/bench_explore.py."""
@@ -10,9 +10,9 @@ import pytest
 from figure_checks import assert_legend_clear, drawn
 
 from slackswap import planners, report, simulate
-from slackswap.errors import BudgetError, ParameterError
-from slackswap.explore import BUDGET_RANGE, Explorer, default_planners
-from slackswap.problem import Problem
+from slackswap.core.errors import BudgetError, ParameterError
+from slackswap.report.explore import BUDGET_RANGE, Explorer, default_planners
+from slackswap.timeline.problem import Problem
 
 
 @pytest.fixture(scope="module")

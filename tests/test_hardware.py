@@ -1,12 +1,12 @@
-"""Hardware presets, link presets, TOML validation (slackswap.hardware)."""
+"""Hardware presets, link presets, TOML validation (slackswap.core.hardware)."""
 
 import doctest
 
 import pytest
 
-from slackswap import hardware
-from slackswap.errors import ConfigError, UnknownNameError
-from slackswap.hardware import Efficiency, Link
+from slackswap.core import hardware
+from slackswap.core.errors import ConfigError, UnknownNameError
+from slackswap.core.hardware import Efficiency, Link
 
 PRESETS = ["a100-40gb", "a100-80gb", "gh200", "h100-sxm", "h200"]
 LINKS = ["nvlink-c2c", "pcie3-x16", "pcie4-x16", "pcie5-x16"]
@@ -189,6 +189,6 @@ def test_bad_link_file(tmp_path):
 
 
 def test_doctests():
-    """slackswap.hardware's examples run (at least its 6) and pass."""
+    """slackswap.core.hardware's examples run (at least its 6) and pass."""
     r = doctest.testmod(hardware)
     assert r.failed == 0 and r.attempted >= 6, r

@@ -17,7 +17,7 @@ from slackswap import (
     simulate,
 )
 from slackswap.bounds import capacity_bound, gap, lower_bound
-from slackswap.synthetic import chain, mixed_dag, random_dag, residual_block
+from slackswap.experiments.synthetic import chain, mixed_dag, random_dag, residual_block
 
 
 def _problem(g, budget, scale=1.0, bwd=1.0):
@@ -390,7 +390,7 @@ def test_the_aggregated_bound_can_prove_the_warm_start_without_the_exact_model()
     about a minute to prove the same plan optimal) is not built. The bound holds for every plan,
     so it is at most the exact optimum (29757.58 us, benchmarks/README.md)."""
     from slackswap.bounds import aggregate_bound
-    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP, SMALL_AGGREGATE_NODES
+    from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP, SMALL_AGGREGATE_NODES
 
     p = Problem.build("gpt2", "a100-80gb", 0.95, layers=2)
     plan = planners.get("milp", max_exact_tensors=10**6).plan(p)
@@ -416,8 +416,8 @@ def test_a_stopped_exact_solve_keeps_the_aggregated_bound_as_a_floor(monkeypatch
     certified bound is at least the aggregated MILP's. The incumbent search is off."""
     from slackswap.bounds import aggregate_bound
     from slackswap.mip.backends import _flat, _highs, _run
-    from slackswap.planners.milp import planner as mod
-    from slackswap.planners.milp.planner import SMALL_AGGREGATE_NODES
+    from slackswap.planners.milp import milp_planner as mod
+    from slackswap.planners.milp.milp_planner import SMALL_AGGREGATE_NODES
 
     monkeypatch.setattr(mod, "_IMPROVE_EXACT_MIN", 0)
     stopped = []
@@ -469,7 +469,7 @@ def test_small_models_get_the_aggregated_milp_past_the_default_nodes(exact_path,
     import re
 
     import slackswap.bounds as bounds
-    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP, SMALL_AGGREGATE_TENSORS
+    from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP, SMALL_AGGREGATE_TENSORS
 
     p, at20 = tiny3_at_08
     assert 40 < len(p.planning_ids) <= SMALL_AGGREGATE_TENSORS
@@ -502,7 +502,7 @@ def test_tiny_with_four_layers_is_proven_by_the_aggregated_milp():
     bound (28.700517 us, after 1 node; the capacity LP's: 28.589 us) meets its own decisions'
     simulated time (28.700525 us), so the plan is proven to its tolerance in seconds (no plan,
     the exact MILP's included, is faster than that bound)."""
-    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP
+    from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP
 
     p = Problem.build("tiny", "a100-80gb", 0.95, layers=3)
     plan = planners.get("milp").plan(p)
@@ -517,7 +517,7 @@ def test_the_aggregated_milps_own_plan_can_be_the_proven_one():
     aggregated MILP's decisions simulate to 22.155 us, within its tolerance of its bound, so the
     exact path returns them without building the exact model (which proves the same optimum in
     about 40 s, benchmarks/README.md)."""
-    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP
+    from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP
 
     p = Problem.build("tiny", "a100-80gb", 0.5, layers=2)
     plan = planners.get("milp").plan(p)
@@ -634,7 +634,7 @@ def test_the_floor_row_is_on_the_step_time_in_seconds(case):
     below the optimum (brute force's) leaves it; a floor 1% above it lifts the model's step
     time to that floor (the step-time column is bounded only below), in seconds."""
     from slackswap.mip.backends import solve
-    from slackswap.planners.milp.planner import add_floor
+    from slackswap.planners.milp.milp_planner import add_floor
 
     p = _case(*case[1:])
     p = Problem(p.graph, replace(p.costs, optimizer_s=0.5), budget_bytes=p.budget_bytes)
@@ -655,7 +655,7 @@ def test_the_aggregated_floor_changes_no_optimum(monkeypatch):
     whole table, whose other 21 cases add no floor at either factor: the aggregated bound, or
     the ideal step, proves the incumbent and the exact model is not built, or no plan fits):
     wherever the floor was added, the planner returns brute force's optimum, proven."""
-    from slackswap.planners.milp import planner as mod
+    from slackswap.planners.milp import milp_planner as mod
 
     monkeypatch.setattr(mod, "_IMPROVE_EXACT_MIN", 0)
     floored = []

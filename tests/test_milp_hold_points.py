@@ -7,9 +7,9 @@ import math
 import pytest
 
 from slackswap import CostModel, Problem, Status, planners, simulate
-from slackswap.errors import ParameterError
-from slackswap.plan import validate
-from slackswap.synthetic import (
+from slackswap.core.errors import ParameterError
+from slackswap.core.plan import validate
+from slackswap.experiments.synthetic import (
     chain,
     chain_multilevel_optimum,
     mixed_dag,
@@ -108,7 +108,7 @@ def test_hold_points_parameter_is_checked(bad):
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "10"])
 def test_multilevel_optimum_checks_max_plans(bad):
-    from slackswap.errors import SlackSwapError
+    from slackswap.core.errors import SlackSwapError
 
     with pytest.raises(SlackSwapError, match="multilevel_optimum.max_plans"):
         multilevel_optimum(_mixed5582(), max_plans=bad)

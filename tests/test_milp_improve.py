@@ -1,11 +1,11 @@
-"""The milp planner's incumbent search beyond the exact model (slackswap.planners.milp.improve):
+"""The milp planner's incumbent search beyond the exact model (slackswap.planners.milp.incumbent):
 plans that fit, never slower than where the search started, within the switches and limits."""
 
 import pytest
 
 from slackswap import Decision, Plan, Problem, planners, simulate
-from slackswap.errors import SlackSwapError
-from slackswap.planners.milp.improve import pair_search
+from slackswap.core.errors import SlackSwapError
+from slackswap.planners.milp.incumbent import pair_search
 
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
 
@@ -120,9 +120,9 @@ def test_the_search_also_starts_from_the_other_candidates(monkeypatch):
     first pass's bound, 31,115.89 us; the ideal step is 31,072.55 us): three starts. Each
     aggregated MILP is solved once here (``_aggregate_solved_once``)."""
     import slackswap.bounds as B
-    from slackswap.planners.milp import planner as milp
+    from slackswap.planners.milp import milp_planner as milp
     from slackswap.planners.milp.clock import Clock
-    from slackswap.planners.milp.improve import improve
+    from slackswap.planners.milp.incumbent import improve
 
     seen = _aggregate_solved_once(monkeypatch)
     p = Problem.build("bert-large", "a100-80gb", 0.95, layers=2)
@@ -163,7 +163,7 @@ def test_the_search_also_starts_from_the_other_candidates(monkeypatch):
 
 
 def test_blocks_partition_the_planning_tensors_by_layer():
-    from slackswap.planners.milp.improve import blocks
+    from slackswap.planners.milp.incumbent import blocks
 
     p = Problem.build("tiny", "a100-80gb", 0.5, layers=3)
     g = p.graph
@@ -179,7 +179,7 @@ def test_relinking_two_local_optima_by_layer_beats_both():
     in different plans (900 simulations each: 31.02 us and 31.38 us); taking whole layers from
     one into the other reaches a plan faster than both (30.52 us), made of layer blocks of the
     two."""
-    from slackswap.planners.milp.improve import blocks, relink
+    from slackswap.planners.milp.incumbent import blocks, relink
 
     tiny = Problem.build("tiny", "a100-80gb", 0.7, layers=3)
     ends = []
@@ -206,7 +206,7 @@ def test_the_search_from_the_chain_rows_decisions_closes_gpt2_four_layers():
     with chain rows simulate to 41,180.05 us, and a short search from them alone
     (``chain_search``: ``CHAIN_SEARCH_SHARE`` of the simulations) reaches 41,027.994 us, within
     the aggregated MILP's tolerance of the bound (benchmarks/README.md)."""
-    from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP
+    from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP
 
     p = Problem.build("gpt2", "a100-80gb", 0.88, layers=4)
     plan = planners.get("milp").plan(p)

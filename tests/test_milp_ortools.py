@@ -74,7 +74,7 @@ def test_more_scip_settings_are_applied_and_a_wrong_one_is_named():
     pytest.importorskip("ortools")
     from slackswap.mip.aggregate import build
     from slackswap.mip.ortools_backend import solve_ortools
-    from slackswap.problem import Problem
+    from slackswap.timeline.problem import Problem
 
     agg = build(Problem.build("bert-large", "a100-80gb", 0.9, layers=1), integral=True)
     full = solve_ortools(agg.model, "scip", mip_rel_gap=1e-6)

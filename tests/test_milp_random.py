@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from test_bounds import small_problems
 
 from slackswap import CostModel, Problem, Status, planners, simulate
+from slackswap.experiments.synthetic import mixed_dag
 from slackswap.mip.formulation import build
-from slackswap.synthetic import mixed_dag
 
 
 @settings(max_examples=30, deadline=None)

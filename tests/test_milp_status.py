@@ -8,8 +8,8 @@ import pytest
 
 from slackswap import CostModel, Decision, Plan, Problem, Status, planners, simulate
 from slackswap.bounds import aggregate_bound, capacity_bound, lower_bound
-from slackswap.graph import Graph, Op, Tensor
-from slackswap.synthetic import chain
+from slackswap.core.graph import Graph, Op, Tensor
+from slackswap.experiments.synthetic import chain
 
 
 def _chain36():
@@ -206,8 +206,8 @@ def test_scip_runs_beside_the_planner_under_a_time_limit_on_the_full_size_path(m
     import slackswap.bounds as B
     from slackswap.mip.aggregate import build
     from slackswap.planners.milp import beyond
-    from slackswap.planners.milp import improve as imp
-    from slackswap.planners.milp import planner as milp
+    from slackswap.planners.milp import incumbent as imp
+    from slackswap.planners.milp import milp_planner as milp
 
     big, free, _ = gpt2_8_free
     small = Problem.build("gpt2", "a100-80gb", 0.9, layers=2)
@@ -269,7 +269,7 @@ def test_the_default_under_a_time_limit_runs_scip_beside_and_returns_in_time(mon
     import re
     import time
 
-    from slackswap.planners.milp import planner as milp
+    from slackswap.planners.milp import milp_planner as milp
 
     limit = 6
     monkeypatch.setattr(milp, "BACKGROUND_SCIP_MIN_S", limit)
@@ -299,7 +299,7 @@ def test_the_aggregated_milp_can_run_on_scip():
     holds, it stops after its 20 nodes (GPT-2 8 layers at 0.8: 63.295 ms against HiGHS's 63.296
     ms), and a solver it does not know is refused by name."""
     pytest.importorskip("ortools")
-    from slackswap.errors import ParameterError
+    from slackswap.core.errors import ParameterError
 
     p = Problem.build("gpt2", "a100-80gb", 0.8, layers=8)
     r = planners.get("milp", aggregate_solver="scip", improve_sims=0).plan(p)

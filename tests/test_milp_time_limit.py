@@ -7,8 +7,8 @@ import warnings
 import pytest
 
 from slackswap import CostModel, Problem, SlackSwapError, Status, planners, simulate
+from slackswap.experiments.synthetic import chain
 from slackswap.planners.milp.clock import MIN_TIME_LIMIT_S
-from slackswap.synthetic import chain
 
 
 @pytest.mark.parametrize("bad", [0, -1, 0.5, 1, 1.99, math.inf, math.nan, True, "3", [3]])
@@ -51,7 +51,7 @@ def test_full_size_model_at_the_floor_returns_a_plan_that_fits_and_a_bound():
 def test_the_solver_is_not_started_without_time_to_start_it(monkeypatch):
     """With less than SOLVER_START_S left after the build the warm start comes back at once (its
     process could not start in time); here SOLVER_START_S is made larger than the limit."""
-    from slackswap.planners.milp import planner as milp
+    from slackswap.planners.milp import milp_planner as milp
 
     def boom(*a, **k):
         raise AssertionError("the solver was started")

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from slackswap import models
-from slackswap.errors import ConfigError, SlackSwapError, UnknownNameError
-from slackswap.graph import Graph
+from slackswap.core.errors import ConfigError, SlackSwapError, UnknownNameError
+from slackswap.core.graph import Graph
 from slackswap.models import TransformerSpec, available, build, from_hf_config, load
-from slackswap.models.zoo import load_file, models_dir
+from slackswap.models.presets import load_file, models_dir
 
 HF = Path(__file__).parent / "data" / "hf"
 PRESETS = ["bert-large", "gpt2-xl", "llama-7b", "llama-2-7b", "gpt2", "tiny"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from slackswap import models
-from slackswap.errors import ConfigError
+from slackswap.core.errors import ConfigError
 from slackswap.models import from_hf_config, load
 
 pytest.importorskip("transformers")
@@ -133,7 +133,7 @@ def test_hf_layer_formulas():
 
 
 def test_preset_files_must_state_the_implementation(tmp_path):
-    from slackswap.models.zoo import load_file, models_dir
+    from slackswap.models.presets import load_file, models_dir
 
     text = (models_dir() / "tiny.toml").read_text()
     p = tmp_path / "no-impl.toml"

@@ -12,8 +12,8 @@ from figure_checks import assert_legend_clear, copy_bars, styles_by_label
 from matplotlib.colors import to_hex
 from nbclient import NotebookClient
 
-from slackswap import gaps as gap_report
 from slackswap import report
+from slackswap.experiments import gaps as gap_report
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
@@ -22,7 +22,7 @@ SHOWN = {
     "01_explore_a_plan": {"result": "result", "timeline": "report.timeline_figure(",
                           "memory": "report.memory_figure(", "plan": "plan", "explorer": "ex"},
     "02_heuristic_vs_exact": {"df": "df", "full": "full", "pareto": "report.pareto_figure(", "gdf": "gdf",
-                              "gaps": "gaps.gap_figure("},
+                              "gaps": "report.gap_figure("},
     "03_ablations": {"df": "df", "pareto": "report.pareto_figure("},
     "04_calibration_robustness": {"rob": "rob", "robustness": "report_calib.robustness_figure(",
                                   "cal": "cal", "grid": "grid",

@@ -6,13 +6,14 @@ import copy
 
 import pytest
 
-from slackswap import planners, synthetic
-from slackswap.costs import CostModel
-from slackswap.errors import SlackSwapError, UnknownNameError
-from slackswap.plan import Decision, Plan, Status, validate
+from slackswap import planners
+from slackswap.core.costs import CostModel
+from slackswap.core.errors import SlackSwapError, UnknownNameError
+from slackswap.core.plan import Decision, Plan, Status, validate
+from slackswap.experiments import synthetic
 from slackswap.planners import FunctionPlanner, Tags
-from slackswap.problem import Problem
 from slackswap.timeline import simulate
+from slackswap.timeline.problem import Problem
 
 
 def _unit(g):

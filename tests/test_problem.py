@@ -7,8 +7,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from slackswap import BudgetError, CostModel, Decision, Plan, Problem, UnknownNameError, simulate
-from slackswap.problem import resolve_budget
-from slackswap.synthetic import chain
+from slackswap.experiments.synthetic import chain
+from slackswap.timeline.problem import resolve_budget
 
 
 def test_budget_forms():
@@ -69,7 +69,8 @@ def test_keep_all_peak_matches_simulation_and_uses():
 def test_static_memory_plus_budget_above_the_gpu_is_a_warning():
     import warnings
 
-    from slackswap import CapacityWarning, hardware
+    from slackswap import CapacityWarning
+    from slackswap.core import hardware
 
     with pytest.warns(CapacityWarning, match=r"100.41 GiB alone exceeds the 80.00 GiB of a100-80gb"):
         p = Problem.build("llama-7b", "a100-80gb", budget=0.5)
@@ -101,7 +102,7 @@ def test_min_feasible_bytes_is_a_floor_of_every_plan_that_fits(seed, n_ops, mixe
     no limit: no plan fits below it, and no simulated peak is under it."""
     import dataclasses
 
-    from slackswap.synthetic import mixed_dag, random_dag
+    from slackswap.experiments.synthetic import mixed_dag, random_dag
 
     g = mixed_dag(seed, n_ops) if mixed else random_dag(seed, n_ops, max_bytes=5)
     free = Problem(g, CostModel.unit(g), min_feasible_bytes=0)   # lets budgets below the floor through
@@ -121,7 +122,7 @@ def test_floor_counts_every_tensor_each_plan_holds_in_the_forward():
     import dataclasses
 
     from slackswap import planners
-    from slackswap.synthetic import mixed_dag
+    from slackswap.experiments.synthetic import mixed_dag
     from slackswap.timeline.schedule import memory_floor
 
     g = mixed_dag(688071, 5)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from slackswap import planners
-from slackswap.plan import Status
+from slackswap.core.plan import Status
 from slackswap.planners.slack import SlackPlanner
-from slackswap.problem import Problem
 from slackswap.timeline import simulate
+from slackswap.timeline.problem import Problem
 
 CSV = Path(__file__).resolve().parents[1] / "data" / "reference" / "slackswap_paper.csv"
 ROWS = list(csv.DictReader(CSV.open()))

@@ -9,9 +9,9 @@ from figure_checks import assert_legend_clear, copy_bars, drawn, styles_by_label
 from matplotlib.colors import to_hex
 
 from slackswap import CostModel, Decision, Plan, Problem, planners, report, simulate
-from slackswap.errors import ConfigError
+from slackswap.core.errors import ConfigError
 from slackswap.experiments import RunRow, finish
-from slackswap.synthetic import chain
+from slackswap.experiments.synthetic import chain
 
 
 def _rows():

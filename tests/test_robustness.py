@@ -1,14 +1,11 @@
-"""Robustness of plans under cost noise (slackswap/robustness.py) and the slack planner's margin."""
+"""Robustness of plans under cost noise (slackswap/calibration/robustness.py) and the slack planner's margin."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from slackswap import Problem, planners, simulate
-from slackswap.cli import main
-from slackswap.errors import SlackSwapError
-from slackswap.planners.slack import SlackPlanner
-from slackswap.robustness import (
+from slackswap.calibration.robustness import (
     Draws,
     latency_of,
     perturbed_costs,
@@ -18,6 +15,9 @@ from slackswap.robustness import (
     robustness_table,
     with_transfer_margin,
 )
+from slackswap.cli import main
+from slackswap.core.errors import SlackSwapError
+from slackswap.planners.slack import SlackPlanner
 
 LEVELS = [0.0, 0.05, 0.1, 0.15, 0.2, 0.3]
 COPIES = ("d2h", "h2d", "latency")

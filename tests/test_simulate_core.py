@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from slackswap import CostModel, Decision, Plan, Problem
-from slackswap.errors import PlanError
-from slackswap.synthetic import chain, mixed_dag, random_dag, residual_block
+from slackswap.core.errors import PlanError
+from slackswap.experiments.synthetic import chain, mixed_dag, random_dag, residual_block
 from slackswap.timeline import _core, compile_schedule, reference
 from slackswap.timeline.simulate import _KINDS, _dec_code, issue_points, simulate
 

@@ -1,11 +1,12 @@
 """slack against the exact optimum (docs/planners.md, "slack": "Where the greedy loses"): the quality
 targets on CI-sized seeded subsets of the benchmark's suites (benchmarks/bench_slack.py --gaps runs
-the full ones), the failure modes it used to have, and the report module ``slackswap.gaps``."""
+the full ones), the failure modes it used to have, and the report module ``slackswap.experiments.gaps``."""
 
 
 import pytest
 
-from slackswap import Decision, Problem, SlackSwapError, gaps, planners, simulate, synthetic
+from slackswap import Decision, Problem, SlackSwapError, planners, report, simulate
+from slackswap.experiments import gaps, synthetic
 from slackswap.planners.slack.search import BASELINES, baseline_candidates, over_budget
 
 MEAN, WORST = 0.005, 0.05   # issue 14: mean gap <= 0.5%, worst <= 5%
@@ -111,7 +112,7 @@ def test_report_tables_figure_and_side_by_side(random_df):
     for fam in gaps.FAMILIES:
         t = gaps.family_table(df, fam)
         assert {"slack", "slack, no search"} == set(t.columns.get_level_values(0))
-    fig = gaps.gap_figure(df)
+    fig = report.gap_figure(df)
     assert len(fig.axes) == 6
     row = gaps.worst_cases(df, "slack, no search", 1).iloc[0]
     sbs = gaps.side_by_side(row["problem"], {"optimum": row["exact_plan"], "greedy": row["plan"]})
@@ -129,7 +130,7 @@ def test_report_tables_figure_and_side_by_side(random_df):
 
 
 def test_doctests():
-    """The examples of slackswap.synthetic (at least 4) and slackswap.gaps (at least 3) run and pass."""
+    """The examples of slackswap.experiments.synthetic (at least 4) and slackswap.experiments.gaps (at least 3) run and pass."""
     import doctest
 
     for module, least in ((synthetic, 4), (gaps, 3)):

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from slackswap import CostModel, Decision, Graph, Op, Plan, PlanError, Problem, Tensor, simulate
-from slackswap.synthetic import chain, residual_block
+from slackswap.experiments.synthetic import chain, residual_block
 
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
 
@@ -231,7 +231,7 @@ def test_partial_issue_points_count_each_fixed_copy_once():
 def test_h2d_copy_starts_at_the_ready_time_of_its_issue_step():
     """docs/timeline.md 4: an H2D copy starts no earlier than the ready time of the first step of
     its issue stage (reached, then done waiting for memory), never merely when it is reached."""
-    from slackswap.synthetic import mixed_dag
+    from slackswap.experiments.synthetic import mixed_dag
     from slackswap.timeline import issue_points
 
     g = mixed_dag(4220, 7)

@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 
 from slackswap import CostModel, Decision, Plan, PlanError, Problem, planners, simulate
-from slackswap.errors import ParameterError, SlackSwapError
-from slackswap.plan import validate
-from slackswap.planners.dp import griewank_formula
-from slackswap.synthetic import (
+from slackswap.core.errors import ParameterError, SlackSwapError
+from slackswap.core.plan import validate
+from slackswap.experiments.synthetic import (
     chain,
     chain_multilevel_optimum,
     mixed_dag,
     random_dag,
     residual_block,
 )
+from slackswap.planners.dp import griewank_formula
 from slackswap.timeline import compile_schedule
 
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slackswap import CostModel, Decision, Graph, Plan, Problem, simulate
-from slackswap.synthetic import random_dag
+from slackswap.experiments.synthetic import random_dag
 
 DEC = [Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE]
 
@@ -149,7 +149,7 @@ def test_a_given_schedule_gives_the_same_result(case):
 def test_a_schedule_of_another_graph_is_refused():
     import pytest
 
-    from slackswap.errors import PlanError
+    from slackswap.core.errors import PlanError
     from slackswap.timeline import compile_schedule
 
     p = Problem.build("tiny", "a100-80gb", 0.7)

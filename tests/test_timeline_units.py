@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from slackswap import CostModel, Decision, Plan, Problem, planners, simulate
-from slackswap.synthetic import mixed_dag, random_dag
+from slackswap.experiments.synthetic import mixed_dag, random_dag
 
 FACTORS = (1e-8, 1e6)
 

@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 from exec_models import build  # noqa: E402
 
 from slackswap import Decision, Plan, PlanError, Problem, planners  # noqa: E402
-from slackswap.errors import ConfigError, ExecutionError  # noqa: E402
+from slackswap.core.errors import ConfigError, ExecutionError  # noqa: E402
 from slackswap.timeline.schedule import compile_schedule  # noqa: E402
 from slackswap.torch import (  # noqa: E402
     _ledger,  # noqa: E402
@@ -182,7 +182,7 @@ def test_doctests():
 
 
 def test_an_untraced_graph_is_refused():
-    from slackswap.synthetic import chain
+    from slackswap.experiments.synthetic import chain
 
     g = chain(3, sizes=[2, 2, 2])
     plan = Plan({t.id: Decision.KEEP for t in g.planning_tensors()})

@@ -1,4 +1,4 @@
-"""slackswap.torch.measure and ``slackswap measure``: measured vs simulated on the current device
+"""slackswap.torch.measure_step and ``slackswap measure``: measured vs simulated on the current device
 (CPU here); a plan over its budget still runs and is reported as exceeding it."""
 
 import json
@@ -8,10 +8,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from slackswap import Decision, Plan, profile  # noqa: E402
+from slackswap import Decision, Plan  # noqa: E402
 from slackswap.cli import main  # noqa: E402
-from slackswap.torch import zoo  # noqa: E402
-from slackswap.torch.measure import measure  # noqa: E402
+from slackswap.core import profile  # noqa: E402
+from slackswap.torch import hf_models as zoo  # noqa: E402
+from slackswap.torch.measure_step import measure  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -81,7 +82,7 @@ def test_cli_measure_writes_table_figure_and_profile(capsys, tmp_path, monkeypat
     import matplotlib.image
     import pandas as pd
 
-    from slackswap import report_measure
+    from slackswap.report import measure_figures as report_measure
 
     figs, draw = [], report_measure.measurement_figure
 

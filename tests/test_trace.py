@@ -11,13 +11,15 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from slackswap import bounds, planners, profile
-from slackswap.errors import ConfigError
-from slackswap.graph import Graph
-from slackswap.plan import Decision, Plan
-from slackswap.problem import Problem
+from slackswap import bounds, planners
+from slackswap.core import profile
+from slackswap.core.errors import ConfigError
+from slackswap.core.graph import Graph
+from slackswap.core.plan import Decision, Plan
 from slackswap.timeline import simulate
-from slackswap.torch import TraceInfo, hf, measured_costs, trace
+from slackswap.timeline.problem import Problem
+from slackswap.torch import TraceInfo, measured_costs, trace
+from slackswap.torch import hf_trace as hf
 
 
 def independent_counts(model, inputs, loss_fn):
@@ -189,7 +191,7 @@ def test_bad_arguments_name_the_field():
         trace(m, (torch.randn(1, 2),), lambda out, *_: out, device="cpu")
 
 
-@pytest.mark.parametrize("module, least", [("trace", 5), ("hf", 2), ("measured", 2)])
+@pytest.mark.parametrize("module, least", [("trace", 5), ("hf_trace", 2), ("measured_costs", 2)])
 def test_doctests(module, least):
     """The module's examples run (at least ``least`` of them) and pass."""
     r = doctest.testmod(importlib.import_module(f"slackswap.torch.{module}"))
@@ -199,9 +201,9 @@ def test_doctests(module, least):
 def test_package_imports_without_torch():
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "import slackswap, slackswap.models, slackswap.problem\n"
+        "import slackswap, slackswap.models, slackswap.timeline.problem\n"
         "from slackswap.torch import TraceInfo, trace, measured_costs\n"
-        "from slackswap.errors import ConfigError\n"
+        "from slackswap.core.errors import ConfigError\n"
         "assert slackswap.models.build('tiny').name == 'tiny'\n"
         "for f in (lambda: trace(None, ()), lambda: slackswap.models.build('hf:tiny-gpt2')):\n"
         "    try:\n"

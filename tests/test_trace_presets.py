@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from slackswap import bounds, cli, experiments, models
-from slackswap.errors import ConfigError, UnknownNameError
-from slackswap.torch import hf
+from slackswap.core.errors import ConfigError, UnknownNameError
+from slackswap.torch import hf_trace as hf
 
 PRESETS = ["bert-large", "gpt2-xl", "llama-7b"]
 COMPUTE = ("matmul", "attention")
@@ -76,7 +76,7 @@ def test_sweep_and_bound_on_traced_graphs():
     slack = df[df["planner"] == "slack"]
     assert slack["fits"].all()
     assert (slack["step_time_s"] >= slack["lower_bound_s"] * (1 - 1e-9)).all()
-    from slackswap.problem import Problem
+    from slackswap.timeline.problem import Problem
 
     pr = Problem.build("hf:tiny-gpt2", "a100-80gb", budget=0.5)
     assert bounds.lower_bound(pr)[0] >= pr.ideal_step_s
@@ -127,7 +127,7 @@ def test_traced_presets_match_the_hf_setting_within_2_percent(name):
     """The analytical ``implementation="hf"`` setting against the trace of the same HF model at
     full size on meta: parameters, matmul + attention FLOPs, saved bytes of every block and
     outside the blocks, all saved bytes and the keep-all peak, each within 2%."""
-    from slackswap.problem import Problem
+    from slackswap.timeline.problem import Problem
 
     t = models.build(f"hf:{name}")
     h = models.build(name, implementation="hf")
@@ -153,7 +153,7 @@ def test_editing_a_traced_models_config_misses_the_sweep_cache(tmp_path):
     """A traced model's cache key holds its config's content, not its name."""
     import json
 
-    from slackswap._paths import data_dir
+    from slackswap.core.paths import data_dir
     from slackswap.experiments import RunSpec
 
     cfg = json.loads((data_dir() / "hf" / "tiny-gpt2.json").read_text())
@@ -170,8 +170,8 @@ def test_a_traced_model_with_a_million_layers_is_refused_before_it_is_built(tmp_
     import json
     import time
 
-    from slackswap._paths import data_dir
-    from slackswap.errors import ConfigError
+    from slackswap.core.errors import ConfigError
+    from slackswap.core.paths import data_dir
 
     cfg = json.loads((data_dir() / "hf" / "tiny-gpt2.json").read_text())
     path = tmp_path / "config.json"

@@ -1,9 +1,9 @@
-"""Human units: parse/format round trips and bad strings (slackswap.units)."""
+"""Human units: parse/format round trips and bad strings (slackswap.core.units)."""
 
 import pytest
 
-from slackswap.errors import SlackSwapError
-from slackswap.units import (
+from slackswap.core.errors import SlackSwapError
+from slackswap.core.units import (
     format_bytes,
     format_rate,
     format_seconds,

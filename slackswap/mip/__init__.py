@@ -1,5 +1,5 @@
 """Mixed-integer models of the timeline contract and their solvers, shared by the ``milp`` planner
-(``slackswap/planners/milp/``) and the certified bounds (``slackswap/bounds.py``); docs/milp.md.
+(``slackswap/planners/milp/``) and the certified bounds (``slackswap/bounds/``); docs/milp.md.
 
 * ``model``: the backend-neutral ``Model`` (and the exact formulation's memory rows);
 * ``formulation``: the exact formulation (``build``);

@@ -138,6 +138,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.plan import Decision
+from ..timeline import compile_schedule
 from .model import Model
 
 #: the most nonzeros of the ``v_chain`` rows (``build(chains=K)``): chains are followed as deep as
@@ -166,8 +168,6 @@ class Aggregate:
 def needs(problem) -> tuple[np.ndarray, np.ndarray]:
     """Keep-all accounted memory minus the budget at every forward step (``[k]``) and at the
     backward step of every op (``[j]``), in bytes."""
-    from ..plan import Decision
-    from ..timeline import compile_schedule
 
     g = problem.graph
     n = len(g.ops)

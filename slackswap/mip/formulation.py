@@ -13,8 +13,10 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import time
 from dataclasses import dataclass, field
 
+from .aggregate import add_to
 from .model import Model, prefix
 
 
@@ -26,7 +28,6 @@ def _clock(deadline):
     """A check to call inside long loops: raises ``BuildTimeout`` once ``deadline`` has passed."""
     if deadline is None:
         return lambda: None
-    import time
 
     def check():
         if time.perf_counter() > deadline:
@@ -408,8 +409,6 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
 
     m.minimize([(1.0, start[opt_pos])], c.optimizer_s / tau)
     if aggregate_rows and math.isfinite(B):
-        from .aggregate import add_to
-
         tick()
         add_to(m, problem, rec, swap, start[opt_pos], tau, c.optimizer_s)
     return Built(m, keep, swap, rec, issue, tau, start[opt_pos], narrowed, reruns, held)

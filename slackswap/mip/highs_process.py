@@ -9,10 +9,19 @@ a slightly smaller limit and sends the result back; the parent kills it at the l
 from __future__ import annotations
 
 import contextlib
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+import time
+import types
+from multiprocessing import parent_process
+from multiprocessing.connection import wait
 
 import numpy as np
 
-from .backends import Result, _flat, _highs, _left, _run
+from .solver_core import Result, _flat, _highs, _left, _run
 
 _GRACE_S, _GRACE_REL = 1.0, 0.05   # HiGHS' own limit: this much before the hard stop (see _soft)
 
@@ -25,10 +34,6 @@ def _soft(limit: float) -> float:
 
 def solve_isolated(model, opts: dict, deadline: float | None) -> Result:
     """``solve_highs`` in a spawned child, killed at the hard limit (see ``solve_highs``)."""
-    import multiprocessing as mp
-    import threading
-    import time
-    from multiprocessing.connection import wait
 
     ctx = mp.get_context("spawn")
     t0 = time.perf_counter()
@@ -84,8 +89,6 @@ def _main_hidden():
     the child (unless guarded by ``if __name__ == "__main__":``) and, for a script that plans at
     import time, fail; the child needs only this module. (Other threads see a bare ``__main__``
     for those few milliseconds.)"""
-    import sys
-    import types
 
     main = sys.modules.get("__main__")
     sys.modules["__main__"] = types.ModuleType("__main__")   # no __file__, no __spec__
@@ -119,11 +122,6 @@ def _reap(p) -> None:
 
 def _child(task, out) -> None:
     """The child process: receive (flattened model, options), solve, send the Result's fields."""
-    import os
-    import signal
-    import threading
-    from multiprocessing import parent_process
-    from multiprocessing.connection import wait
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle: it stops us
     parent = parent_process()

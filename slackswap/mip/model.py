@@ -18,7 +18,10 @@ import bisect
 import math
 from collections.abc import Iterable
 
-from ..errors import SlackSwapError
+import numpy as np
+
+from ..core.errors import SlackSwapError
+from .backends import solve_cbc
 
 INF = math.inf
 
@@ -95,8 +98,7 @@ class Model:
 
     def csr(self):
         """The constraint matrix as ``scipy.sparse.csr_matrix`` (rows x columns)."""
-        import numpy as np
-        import scipy.sparse as sp
+        import scipy.sparse as sp  # lazy: start-up cost (scipy)
 
         indptr, idx, val = [0], [], []
         for r in self.rows:
@@ -119,8 +121,6 @@ class Model:
         self._write(str(path))
 
     def _write(self, path: str) -> None:
-        from .backends import solve_cbc
-
         solve_cbc(self, time_limit_s="write-only", write=path)
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 
-from ..errors import SlackSwapError
-from .backends import Result, _left
+from ..core.errors import SlackSwapError
+from .solver_core import Result, _left
 
 ENGINES = {"scip": "SCIP", "cpsat": "CP_SAT"}
 CPSAT_GRID = 1e4
@@ -36,7 +36,7 @@ def solve_ortools(model, engine: str, *, time_limit_s=None, mip_rel_gap=1e-9, th
     interrupts it from there). ``scip_params``: more SCIP settings, one ``name = value`` per line,
     after (and over) these (``benchmarks/bench_milp.py log --scip-param``)."""
     try:
-        from ortools.linear_solver import pywraplp
+        from ortools.linear_solver import pywraplp  # optional dependency (the ortools extra)
     except ImportError:
         raise SlackSwapError(f"milp solver {engine!r} needs ortools: pip install slackswap[ortools]") from None
     if engine not in ENGINES:

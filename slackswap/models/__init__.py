@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..graph import Graph
+from ..core.errors import ConfigError
+from ..core.graph import Graph
 from . import transformer as _transformer
-from .hf import from_hf_config
+from .hf_config import from_hf_config
+from .presets import available, load
 from .spec import TransformerSpec
-from .zoo import available, load
 
 __all__ = ["TransformerSpec", "available", "build", "from_hf_config", "load", "spec"]
 
@@ -48,13 +48,15 @@ def build(name_or_spec: str | Path | TransformerSpec, /, max_ops: int | None = _
     extra; overrides: batch, seq, dtype, device, kernels, name; docs/trace.md).
     """
     if isinstance(name_or_spec, str) and name_or_spec.startswith("hf:"):
-        try:
-            from ..torch.hf import build_graph, load_config
+        try:   # tracing needs torch and transformers: optional dependencies (the torch extra)
+            from ..torch.hf_trace import build_graph, load_config
         except ModuleNotFoundError as exc:
             raise ConfigError(f"model {name_or_spec!r}: tracing needs {exc.name}; install the "
                               "extra: pip install 'slackswap[torch]'") from exc
-        _check_traced_size(name_or_spec, load_config(name_or_spec[3:])[0], max_ops)
-        return build_graph(name_or_spec[3:], **overrides)
+        cfg, name = load_config(name_or_spec[3:])
+        _check_traced_size(name_or_spec, cfg, max_ops)
+        preset = load(name) if name in available() else None   # traced at its preset's shape
+        return build_graph(name_or_spec[3:], default_shape=preset and (preset.batch, preset.seq), **overrides)
     return _transformer.build(spec(name_or_spec, **overrides), max_ops=max_ops)
 
 

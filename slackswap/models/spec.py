@@ -28,8 +28,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from ..errors import ConfigError
-from ..schema import Schema, parse
+from ..core.errors import ConfigError
+from ..core.graph import BYTES_PER_PARAM
+from ..core.schema import Schema, parse
 
 FAMILIES = ("bert", "gpt2", "llama")
 DTYPES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -40,10 +41,6 @@ POSITIONS = ("learned", "rope")
 HEADS = ("lm", "mlm")
 IMPLEMENTATIONS = ("fused", "hf")
 
-#: Bytes per parameter of mixed-precision Adam training: 16-bit weights (2) + 16-bit gradients (2)
-#: + fp32 master weights, momentum and variance (12); Rajbhandari et al. 2020 (ZeRO), section 3.1.
-#: Pure fp32 training also totals 16 (4 weights + 4 gradients + 8 Adam moments).
-BYTES_PER_PARAM = 16
 
 _HELP = {
     "name": "preset or model name (also the graph name)",

@@ -25,7 +25,8 @@ per-element constants (``_EW``); they are < 0.1% of a step.
 
 from __future__ import annotations
 
-from ..graph import Graph, Op, Tensor
+from ..core.errors import ConfigError
+from ..core.graph import Graph, Op, Tensor
 from .spec import TransformerSpec
 
 #: Forward FLOPs per element of memory-bound ops (backward: 2x). Small, documented guesses.
@@ -317,8 +318,6 @@ class _Transformer:
             if i == 0 and max_ops is not None:
                 est = before + (len(self.g.ops) - before) * self.s.layers
                 if est > max_ops:
-                    from ..errors import ConfigError
-
                     raise ConfigError(f"model {self.s.name!r}: {self.s.layers:,} layers make about {est:,} ops, "
                                       f"more than max_ops={max_ops:,}; give a larger max_ops (CLI --max-ops) "
                                       "to build it anyway")
@@ -337,11 +336,7 @@ def build(spec: TransformerSpec, max_ops: int | None = MAX_OPS) -> Graph:
     ('tiny', 'embedding', 'loss')
     """
     if not isinstance(spec, TransformerSpec):
-        from ..errors import ConfigError
-
         raise ConfigError(f"spec: expected a TransformerSpec, got {type(spec).__name__}")
     if max_ops is not None and (isinstance(max_ops, bool) or not isinstance(max_ops, int) or max_ops < 1):
-        from ..errors import ConfigError
-
         raise ConfigError(f"max_ops: must be a positive integer or None, got {max_ops!r}")
     return _Transformer(spec).build(max_ops)

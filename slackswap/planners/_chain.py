@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..plan import Decision
+from ..core.plan import Decision, Plan
+from ..timeline import simulate
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,5 @@ def rerun_ops(graph, decisions: dict[int, Decision]) -> set[int]:
 
 def simulate_plan(problem, decisions, hold_points=None):
     """Simulate decisions (and hold points; no detail) and return the SimResult."""
-    from ..plan import Plan
-    from ..timeline import simulate
 
     return simulate(problem, Plan(decisions, problem_key=problem.key, hold_points=hold_points or {}), detail=False)

@@ -43,7 +43,8 @@ import math
 
 import numpy as np
 
-from ..plan import Decision
+from ..core.plan import Decision
+from ..timeline import compile_schedule
 from . import _chain
 
 
@@ -133,7 +134,6 @@ def plan_for(problem, bl, kept: set[int], stored_at: dict[int, int]) -> tuple[di
 def tail_memory(problem, bl) -> float:
     """The most the steps of the ops after the chain (forward and backward: head, loss) hold when
     the chain keeps only its input: the checkpoints of the first sweep come on top of it."""
-    from ..timeline import compile_schedule
 
     last = bl[-1].ops[-1]
     if last == len(problem.graph.ops) - 1:

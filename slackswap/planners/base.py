@@ -11,15 +11,18 @@ True
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
-from ..errors import ParameterError, SlackSwapError, UnknownNameError
-from ..plan import Decision, Plan, SolveInfo, Status
-from ..schema import Schema, check_type, parse
+from ..core.errors import ParameterError, SlackSwapError, UnknownNameError
+from ..core.plan import Decision, Plan, SolveInfo, Status
+from ..core.schema import Schema, check_type, parse
+from ..timeline import simulate
+from ..timeline.problem import Problem
 
 S = TypeVar("S", bound=Schema)
 
@@ -53,7 +56,6 @@ def check_params(planner: str, schema: type[S], **params) -> S:
 
 def check_problem(problem, who: str):
     """Refuse anything but a ``Problem`` as the argument of ``plan``."""
-    from ..problem import Problem
 
     return check_type(problem, Problem, f"{who}.plan(problem)",
                       "a Problem (slackswap.Problem.build(model, hardware, budget))", ParameterError)
@@ -140,7 +142,6 @@ def make_plan(problem, decisions: dict, planner: str, params: dict, t0: float, *
     """Assemble a ``Plan``; with ``judge`` the simulator sets status FEASIBLE or INFEASIBLE and
     the objective (step seconds). ``result``: the plan's ``simulate(problem, plan, detail=False)``
     when the caller has it already (the plan is then not simulated again)."""
-    from ..timeline import simulate
 
     plan = Plan(decisions, issue_points=issue_points or {}, planner=planner, params=params,
                 problem_key=problem.key, hold_points=hold_points or {})
@@ -161,7 +162,6 @@ def _load_builtin() -> None:
     if _LOADED:
         return
     _LOADED = True
-    import importlib
 
     for mod in ("baselines", "chen", "dp", "capuchin", "slack", "milp", "brute"):
         try:

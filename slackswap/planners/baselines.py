@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import time
 
-from ..plan import Decision, Plan
-from ..schema import NonNegInt, Schema
+from ..core.plan import Decision, Plan
+from ..core.schema import NonNegInt, Schema
 from . import _chain
 from .base import Tags, check_params, make_plan, register
 

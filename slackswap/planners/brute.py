@@ -14,9 +14,9 @@ from __future__ import annotations
 import itertools
 import time
 
-from ..errors import SlackSwapError
-from ..plan import Decision, Plan, SolveInfo, Status
-from ..schema import NonNegInt, Schema
+from ..core.errors import SlackSwapError
+from ..core.plan import Decision, Plan, SolveInfo, Status
+from ..core.schema import NonNegInt, Schema
 from ..timeline import simulate
 from ..timeline.simulate import time_tolerance
 from .base import Tags, check_params, register

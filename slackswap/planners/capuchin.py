@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import time
 
-from ..plan import Decision, Plan
-from ..schema import NonNegInt, Schema
+from ..core.plan import Decision, Plan
+from ..core.schema import NonNegInt, Schema
 from ..timeline import simulate
-from ..timeline.simulate import time_tolerance
+from ..timeline.simulate import memory_bound, time_tolerance
 from .base import Tags, check_params, make_plan, register
+from .slack.judge import ForwardBound
 
 
 def free_windows(problem) -> dict[int, float]:
@@ -99,9 +100,6 @@ class Capuchin:
         self.min_swap_bytes = check_params("capuchin", self.Params, min_swap_bytes=min_swap_bytes).min_swap_bytes
 
     def plan(self, problem) -> Plan:
-        from ..timeline.simulate import memory_bound
-        from .slack.improve import ForwardBound
-
         t0 = time.perf_counter()
         order = eviction_order(problem, self.min_swap_bytes)
         base = {t: Decision.KEEP for t in problem.planning_ids}

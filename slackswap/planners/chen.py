@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 
-from ..plan import Plan
+from ..core.plan import Plan
 from . import _chain
 from .base import Tags, make_plan, register
 

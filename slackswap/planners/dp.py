@@ -43,9 +43,9 @@ import math
 import time
 from functools import cache
 
-from ..errors import SlackSwapError
-from ..plan import Decision, Plan, Status
-from ..schema import PosInt, Schema
+from ..core.errors import SlackSwapError
+from ..core.plan import Decision, Plan, Status
+from ..core.schema import PosInt, Schema
 from . import _chain, _multilevel
 from .base import Tags, check_params, make_plan, register
 

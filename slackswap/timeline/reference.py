@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 
-from ..errors import PlanError
-from ..plan import Plan, validate
+from ..core.errors import PlanError
+from ..core.plan import Plan, validate
 from .result import Event, SimResult
 from .schedule import BWD, FWD, REC, Schedule, compile_schedule
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._paths import user_path
+from ..core.paths import user_path
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class SimResult:
 
     def op_table(self):
         """One row per event (compute steps and copies) as a pandas DataFrame."""
-        import pandas as pd
+        import pandas as pd  # lazy: start-up cost (pandas)
 
         return pd.DataFrame([{"stream": e.stream, "kind": e.kind, "label": e.label, "op": e.op,
                               "tensor": e.tensor, "start_s": e.start, "end_s": e.end,

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..graph import Graph
-from ..plan import Decision
+from ..core.graph import Graph
+from ..core.plan import Decision
 
 FWD, REC, BWD, OPT = "fwd", "rec", "bwd", "opt"
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import PlanError
-from ..plan import Decision, Plan, validate
+from ..core.errors import PlanError
+from ..core.plan import Decision, Plan, validate
 from .reference import default_issue_points, time_tolerance
 from .result import Event, SimResult
 from .schedule import BWD, FWD, OPT, REC, Schedule, default_d2h_order
@@ -33,7 +34,7 @@ _KIND_CODE = {k: i for i, k in enumerate(_KINDS)}
 def _compiled():
     """The compiled core, imported at the first simulation: ``import slackswap`` does not load
     numba (about half a second)."""
-    from . import _core
+    from . import _core  # lazy: start-up cost (numba)
 
     return _core
 
@@ -220,6 +221,23 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
         swapped_bytes=int(run.ga.bytes[run.sw_lf >= 0].sum()), counts=run.counts(), events=events,
         memory_times=run.times if detail else np.zeros(0),
         memory_bytes=run.curve if detail else np.zeros(0), reason="")
+
+
+def keep_all_peak_of(graph, costs) -> int:
+    """The activation peak of keeping every planning tensor of ``graph`` under ``costs``, with no
+    budget: the peak of ``simulate`` on the keep-all plan, from the graph and its costs alone
+    (``Problem.build`` passes it to ``Problem``; a ``Problem`` given none computes it here)."""
+    plan = Plan({t.id: Decision.KEEP for t in graph.planning_tensors()})
+    run = _Run(_Unlimited(graph, costs), plan, _schedule(graph, None))
+    return int(run.curve.max()) if run.curve.size else 0
+
+
+class _Unlimited(NamedTuple):
+    """What the simulator reads of a problem, without a budget (``keep_all_peak_of``)."""
+
+    graph: object
+    costs: object
+    budget_bytes: float = math.inf
 
 
 def _events(run: _Run) -> tuple[Event, ...]:

@@ -7,8 +7,9 @@ forward + loss + backward and returns a ``Graph`` whose ``spec`` is a ``TraceInf
 
 from __future__ import annotations
 
+from ..core.errors import ConfigError
 from ._info import TraceInfo
-from .measured import measured_costs
+from .measured_costs import measured_costs
 
 try:
     from .trace import block_layers, trace
@@ -18,8 +19,6 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without 
     _missing = exc.name
 
     def trace(*args, **kwargs):
-        from ..errors import ConfigError
-
         raise ConfigError(f"slackswap.torch: needs {_missing}; install the extra: "
                           "pip install 'slackswap[torch]'")
 

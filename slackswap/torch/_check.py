@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import ExecutionError, PlanError
-from ..plan import check_hold_points, problem_key
+from ..core.errors import ExecutionError, PlanError
+from ..core.plan import check_hold_points, problem_key
 
 
 def check_plan(plan, graph) -> None:

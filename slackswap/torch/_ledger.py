@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..plan import Decision
+from ..core.plan import Decision
+from ..timeline.schedule import compile_schedule
+from ..timeline.simulate import issue_points
 
 
 def peak_of(spans, n_steps: int) -> int:
@@ -30,7 +32,6 @@ def peak_of(spans, n_steps: int) -> int:
 def simulated_saved_peak(graph, plan, issue_points: dict[int, int]) -> int:
     """The saved-activation peak of ``plan`` on ``graph`` by the simulator's compiled schedule
     (same decisions, same issue stages), counted as described in this module's docstring."""
-    from ..timeline.schedule import compile_schedule
 
     sched = compile_schedule(graph, plan.decisions, plan.hold_points)
     planning = {t.id for t in graph.planning_tensors()}
@@ -48,7 +49,6 @@ def simulated_saved_peak(graph, plan, issue_points: dict[int, int]) -> int:
 def schedule(graph, plan):
     """The simulator's compiled schedule of ``plan`` (``timeline.compile_schedule``), to pass to
     the functions below when several are needed, so it is compiled once."""
-    from ..timeline.schedule import compile_schedule
 
     return compile_schedule(graph, plan.decisions, plan.hold_points)
 
@@ -77,7 +77,6 @@ def last_use_stages(graph, plan, sched=None) -> dict[int, int]:
 def resolved_issue_points(problem, plan, sched=None) -> dict[int, int]:
     """The issue stage of every swapped tensor as ``simulate`` places it (the plan's own points,
     the others by the budget rule of docs/timeline.md section 3)."""
-    from ..timeline.simulate import issue_points
 
     return issue_points(problem, plan, schedule=sched)
 

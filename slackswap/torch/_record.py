@@ -16,6 +16,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from ..core.errors import ExecutionError
+
 _SEEDED = getattr(torch.Tag, "nondeterministic_seeded", None)
 #: calls left out when a run is matched against its trace: they make no storage, and autograd
 #: dispatches a ``detach`` for some saved outputs depending on which hooks are active
@@ -97,8 +99,6 @@ class Recorder(TorchDispatchMode):
     def check_complete(self) -> None:
         extra = [f for f in self.extra if f != "aten.ones_like.default"]
         if self.expected is not None and (self.n_calls != len(self.expected) or extra):
-            from ..errors import ExecutionError
-
             raise ExecutionError(f"model: the step ran {self.n_calls + len(extra)} aten ops in its forward pass, "
                                  f"its trace {len(self.expected)}; the model or its inputs differ "
                                  "from the traced ones")
@@ -114,8 +114,6 @@ class Recorder(TorchDispatchMode):
                     self.extra.append(str(func))
                 return func(*args, **kwargs)
             if self.expected[i] != str(func):
-                from ..errors import ExecutionError
-
                 raise ExecutionError(f"model: aten op {i} of the step is {func}, its trace has "
                                      f"{self.expected[i]}; "
                                      "the model or its input shapes differ from the traced ones")
@@ -210,7 +208,7 @@ def replay(call: Call, resolve, protect=frozenset()):
     """Run ``call`` again with its tensor arguments resolved by ``resolve(ref)``; returns the
     flat outputs. Tensors whose storage is in ``protect`` (module buffers) are passed as copies,
     so a re-run never writes them twice (batch-norm running statistics)."""
-    from torch.utils._pytree import tree_unflatten
+    from torch.utils._pytree import tree_unflatten  # optional dependency (torch)
 
     leaves = [x if not isinstance(x, Ref) else
               x.const.clone() if x.rec is None and storage_key(x.const) in protect else resolve(x)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import ConfigError, ExecutionError
-from ..plan import Decision
+from ..core.errors import ConfigError, ExecutionError
+from ..core.plan import Decision
 from . import _ledger
 from ._check import check_plan
 from ._record import Recorder, Ref, describe, replay, storage_key, view_of
@@ -484,7 +484,7 @@ def apply(model, plan, graph, *, problem=None, issue_points=None, track=True,
 def run_step(model, plan, graph, inputs, loss_fn=None, **kw) -> ExecStats:
     """One forward + loss + backward of ``model`` on ``inputs`` under ``plan`` (the loss as in
     ``trace``: ``loss_fn(output, *inputs)``, default ``output.loss`` or the output's sum)."""
-    from .trace import _default_loss
+    from .trace import _default_loss  # optional dependency (torch)
 
     args = tuple(inputs.values()) if isinstance(inputs, dict) else tuple(inputs)
     with apply(model, plan, graph, **kw) as run:

@@ -16,9 +16,8 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from ..errors import ConfigError
-from ..graph import Graph, Op, Tensor
-from ..models.spec import BYTES_PER_PARAM
+from ..core.errors import ConfigError
+from ..core.graph import BYTES_PER_PARAM, Graph, Op, Tensor
 from ._assemble import assemble, op_kind
 from ._capture import CudaKernels, Recorder, Recording, module_hooks, storage_key
 from ._info import TraceInfo

@@ -1,17 +1,25 @@
 """The ``milp`` planner above ``max_exact_tensors`` planning tensors (docs/milp.md section 7):
 the aggregated relaxation's certified bound, the best incumbent (warm start, the aggregated
 MILP's decisions, then the incumbent search of ``improve``) and the proven gap between them.
-Functions of the planner (``self``: a ``MilpPlanner``); ``planner.py`` calls ``beyond_exact``."""
+Functions of the planner (``self``: a ``MilpPlanner``); ``milp_planner.py`` calls ``beyond_exact``."""
 
 from __future__ import annotations
 
 import math
 import time
 
-from ...plan import Decision, Plan, SolveInfo, Status
+from ... import (
+    bounds,  # bounds.BackgroundBound, bounds.probe_bound: looked up at call time (tests replace them)
+)
+from ...bounds import PROBE_MIN_S
+from ...core.errors import SlackSwapError
+from ...core.plan import Decision, Plan, SolveInfo, Status
 from ...timeline import simulate
+from ...timeline.schedule import default_d2h_order
+from ..dp import multilevel_plan
+from . import incumbent as _improve  # incumbent.improve looked up at call time (tests replace it)
 from .clock import import_cost
-from .planner import AGGREGATE_PROOF_GAP, CHAIN_DEPTH, _decisions, _gap, chain_search
+from .solution import AGGREGATE_PROOF_GAP, CHAIN_DEPTH, _decisions, _gap, chain_search
 
 
 def beyond_exact(self, problem, warm, src, wall, deadline):
@@ -20,9 +28,7 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
     (``bounds.BackgroundBound``) from here until the limit; it is stopped if the planner raises."""
     bg = None
     if deadline is not None and self._background_scip(problem) and deadline - time.perf_counter() > 1.0:
-        from ...bounds import BackgroundBound
-
-        bg = BackgroundBound(problem, deadline - time.perf_counter(), mip_rel_gap=max(self.mip_rel_gap, 1e-6))
+        bg = bounds.BackgroundBound(problem, deadline - time.perf_counter(), mip_rel_gap=max(self.mip_rel_gap, 1e-6))
     try:
         return _beyond_exact(self, problem, warm, src, wall, deadline, bg)
     except BaseException:
@@ -46,11 +52,10 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
     ``bounds.BackgroundBound`` or None): SCIP's bound and plan on the same MILP, read when the
     rest is done, kept where better.
     INFEASIBLE only when the relaxation is infeasible (then no plan fits)."""
-    from ...bounds import PROBE_MIN_S, aggregate_bound, lower_bound, probe_bound
 
     n = len(problem.planning_ids)
     if self._cap_in_time(problem):
-        bound, how = lower_bound(problem)
+        bound, how = bounds.lower_bound(problem)
     else:
         bound, how = float(problem.ideal_step_s), "ideal step (no time left for the capacity bound's LP)"
     msg = [f"{n} planning tensors > max_exact_tensors={self.max_exact_tensors}: exact model not built"]
@@ -91,7 +96,7 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
     if left > 0.5 and self.aggregate_nodes != 0 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
         t_agg = time.perf_counter()
         nodes, releases = self._aggregate_work(problem)
-        extra, agg, res = aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
+        extra, agg, res = bounds.aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
                                           mip_rel_gap=max(self.mip_rel_gap, 1e-6), releases=releases,
                                           solver=self._aggregate_solver())
         if agg is not None:
@@ -110,7 +115,7 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
                 # cutoff probes between the bound and the incumbent (docs/milp.md section 7)
                 share = min(cap, PROBE_SHARE * (deadline - time.perf_counter()))
                 if share / PROBE_PARTS >= PROBE_MIN_S:
-                    low, found, proofs, probes = probe_bound(
+                    low, found, proofs, probes = bounds.probe_bound(
                         problem, agg, bound, obj, share, share / PROBE_PARTS,
                         rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP))
                     if low > bound:
@@ -131,9 +136,8 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
                 chains = nodes
     if sims and (obj is None or _gap(obj, bound) > self.mip_rel_gap) \
             and (deadline is None or time.perf_counter() < deadline):
-        from .improve import improve
 
-        better, s, note = improve(problem, best, obj, allow_swap=self.allow_swap,
+        better, s, note = _improve.improve(problem, best, obj, allow_swap=self.allow_swap,
                                   allow_recompute=self.allow_recompute, max_sims=sims,
                                   until=deadline, variants_too=self.warm_start, others=others,
                                   bound=bound)
@@ -174,7 +178,6 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
             msg.append("SCIP beside the rest: no result (no time left, a trivial model, or not stopped "
                        "within its grace)")
     if best is None and self.allow_recompute:   # every plan maps into the relaxation: its bound holds
-        from ..dp import multilevel_plan
 
         best = multilevel_plan(problem)
         if best is not None:
@@ -184,7 +187,7 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
     msg.append(f"bound: {how}")
     if best is None:
         if not proven and self._cap_in_time(problem):   # the MILP was skipped or stopped: its LP may prove it
-            lp = aggregate_bound(problem)
+            lp = bounds.aggregate_bound(problem)
             proven = lp[1] is not None and (bool(lp[1].model.infeasible) or getattr(lp[2], "status", None) == 2)
         status = Status.INFEASIBLE if proven else Status.NO_PLAN_FOUND
         msg.append("no plan fits the budget: the aggregated relaxation is infeasible" if proven
@@ -226,7 +229,6 @@ def _aggregate_plan(self, problem, agg, res):
     ranks plans by a bound on their time, not by their time: at ``tiny`` with 4 layers at 0.5 its
     incumbent simulates to 50.63 us while another solution it found simulates to the optimum,
     40.468 us (docs/milp.md section 7, "The solution pool")."""
-    from ...errors import SlackSwapError
 
     x = getattr(res, "x", None)
     xs = ([] if x is None else [x]) + list(reversed(getattr(res, "solutions", None) or []))[:POOL_PLANS]
@@ -270,7 +272,6 @@ def _release_order(problem, dec, released, xv) -> tuple[int, ...] | None:
     for a more urgent one made before that copy would end, was tried and left out: it gave no
     faster plan at GPT-2 with 4 layers at 0.95, where the pool's best solution needs an order
     neither finds.)"""
-    from ...timeline.schedule import default_d2h_order
 
     if not released:
         return None

@@ -16,6 +16,7 @@ and the solver is stopped at its deadline (``slackswap.mip.highs_process``: a ch
 
 from __future__ import annotations
 
+import sys
 import time
 
 MIN_TIME_LIMIT_S = 2.0
@@ -31,7 +32,6 @@ on the 2-core CI machine under load; counted once per process."""
 
 def import_cost() -> float:
     """Seconds still to spend importing what the bounds need (0 once imported)."""
-    import sys
 
     return 0.0 if "scipy.optimize" in sys.modules else SCIPY_IMPORT_S
 

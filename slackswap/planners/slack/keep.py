@@ -1,4 +1,4 @@
-"""Reverse ("keep") greedy of the SlackSwap planner (``planner.py``, step 3b). Private.
+"""Reverse ("keep") greedy of the SlackSwap planner (``slack_planner.py``, step 3b). Private.
 
 The recompute pass of the paper adds recomputes cheapest-first until enough bytes are evicted.
 When most of the activations must go (low budgets), the decision that matters is the small set
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 
-from .improve import rerun_union
+from .judge import rerun_union
 
 
 class _State:

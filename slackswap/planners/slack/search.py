@@ -1,5 +1,5 @@
 """Candidates from the baselines and the neighbourhood search of the SlackSwap planner
-(``planner.py``, steps 5 to 7). Private: the public API is ``SlackPlanner``.
+(``slack_planner.py``, steps 5 to 7). Private: the public API is ``SlackPlanner``.
 
 Why (measured against the brute-force optimum, docs/planners.md, section "slack"): the greedy
 passes only ever *add* evictions. On small graphs the evict-more loop overshoots (its chunks
@@ -26,8 +26,12 @@ import itertools
 
 import numpy as np
 
-from ...errors import SlackSwapError
-from ...plan import Decision
+from ...core.errors import SlackSwapError
+from ...core.plan import Decision
+from ...timeline import compile_schedule
+from ...timeline.simulate import memory_bound
+from ..base import get
+from .judge import issue_points
 
 K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
 #: the registry planners whose plans are candidates, per mode (their decisions must fit the mode)
@@ -65,7 +69,6 @@ def baseline_candidates(problem, mode: str, costly: bool | None = True) -> list[
 def baseline_plans(problem, mode: str, costly: bool | None = True) -> list[tuple[dict, object]]:
     """``baseline_candidates`` with each planner's ``Plan`` (its status and objective are the
     simulator's, so a plan with nothing but decisions need not be simulated again)."""
-    from ..base import get
 
     out = []
     for name in BASELINES[mode]:
@@ -100,8 +103,6 @@ def over_budget(problem, dec: dict, sched=None) -> set[int]:
     of the accounted memory (``timeline.memory_bound``) exceeds the budget; empty when
     the bound fits everywhere (then the plan fails on copy timing, not on residency). ``sched``:
     the compiled schedule of ``dec`` when the caller has it."""
-    from ...timeline import compile_schedule
-    from ...timeline.simulate import memory_bound
 
     lb = memory_bound(problem, dec)
     sizes = problem.graph.tensors
@@ -155,7 +156,6 @@ def descend(judge, start: dict, best: float, prefetch: str, neighbours, passes: 
     within the judge's simulation budget. Moves a memory lower bound proves infeasible, and moves
     whose compute alone (``Judge.compute_bound``) is no faster than the current plan, are pruned
     without a simulation (both counted in ``judge.pruned``)."""
-    from .improve import issue_points
 
     cur = dict(start)
     for _ in range(passes):

@@ -1,0 +1,180 @@
+"""Calibration: fit a few named hardware parameters to target rows (docs/calibration.md).
+
+Which hardware assumptions make the simulator give the published throughput ratios, or a host's
+measured step times? ``calibrate(targets, params=...)`` searches the named parameters
+(``PARAMETERS``) within bounds (by default the physically plausible ranges of ``bounds_for``,
+sources in docs/calibration.md) with ``scipy.optimize.least_squares`` over the simulator: for one
+parameter setting, every target row is rebuilt from its cached graph with the scaled hardware,
+planned with the chosen planner and simulated. Residuals are relative, ``(simulated - target) /
+target``. A coarse grid (``grid`` points per parameter) picks the start; a profile scan
+(``profile`` points per parameter, the others refitted) says whether each parameter is
+identifiable. ``Calibration.write_hardware`` writes the fitted hardware file with provenance.
+
+Targets (``read_targets``): the published table ``data/reference/slackswap_paper.csv``
+(``throughput_ratio``) or a CSV of measured steps (``step_time_s``); columns in docs/calibration.md.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .. import planners
+from ..core import costs
+from ..core import hardware as hw_mod
+from ..core.errors import ConfigError, SlackSwapError
+from ..core.paths import data_dir
+from ..timeline import simulate
+from ..timeline.problem import Problem
+from .fit import Calibration, check_hardware_out, fit  # the search itself
+from .parameters import PARAMETERS, Parameter, apply, bounds_for  # noqa: F401 - calibrate's API
+
+METRICS = ("throughput_ratio", "step_time_s")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One row to reproduce: ``metric`` of ``planner``'s plan for ``model`` at ``budget``."""
+
+    model: str
+    budget: object
+    metric: str
+    value: float
+    planner: str = "slack"
+    hardware: str | None = None
+    weight: float = 1.0
+    overrides: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        extra = "".join(f" {k}={v}" for k, v in sorted(self.overrides.items()))
+        return f"{self.model}{extra} @{self.budget} {self.planner}"
+
+
+def read_targets(path=None, planner: str = "slack"):
+    """Target rows from a CSV (default: the published table, ``data/reference/slackswap_paper.csv``).
+
+    Columns: ``model`` and ``budget`` (required; budget as ``Problem.build``: a fraction, bytes,
+    or ``none``), exactly one of ``throughput_ratio`` / ``step_time_s``, and optional
+    ``planner`` (default ``planner``), ``hardware``, ``batch``, ``seq``, ``weight``; other columns
+    (``source``, ``tolerance``, ...) are ignored."""
+    import pandas as pd  # lazy: start-up cost (pandas)
+
+
+    path = path or data_dir() / "reference" / "slackswap_paper.csv"
+    try:
+        df = pd.read_csv(path, dtype={"budget": str})
+    except (OSError, pd.errors.ParserError) as e:
+        raise ConfigError(f"targets: cannot read {path}: {e}") from None
+    name = getattr(path, "name", str(path))
+    missing = [c for c in ("model", "budget") if c not in df.columns]
+    metric = [m for m in METRICS if m in df.columns]
+    if missing or len(metric) != 1:
+        raise ConfigError(f"targets {name}: needs columns model, budget and exactly one of "
+                          f"{', '.join(METRICS)}; has {', '.join(map(str, df.columns))}")
+    out = []
+    for i, r in df.iterrows():
+        value = float(r[metric[0]])
+        if not value > 0 or not math.isfinite(value):
+            raise ConfigError(f"targets {name} row {i + 1}: {metric[0]} must be > 0, got {r[metric[0]]!r}")
+        b = str(r["budget"]).strip()
+        budget = None if b.lower() in ("none", "inf", "nan", "") else (float(b) if "." in b or "e" in b.lower() else b)
+        ov = {k: int(r[k]) for k in ("batch", "seq") if k in df.columns and not pd.isna(r[k])}
+        get = {k: (r[k] if k in df.columns and not pd.isna(r[k]) else d)
+               for k, d in (("planner", planner), ("hardware", None), ("weight", 1.0))}
+        out.append(Target(str(r["model"]), budget, metric[0], value, str(get["planner"]), get["hardware"],
+                          float(get["weight"]), ov))
+    return out
+
+
+class _Evaluator:
+    """Simulated metric of every target for one parameter setting (graphs built once, cached)."""
+
+    def __init__(self, targets, hw, planner_params):
+        self.targets, self.hw, self.params = list(targets), hw, dict(planner_params or {})
+        self.base = [Problem.build(t.model, hw, t.budget, **t.overrides) for t in self.targets]
+        self.cache: dict[tuple, np.ndarray] = {}
+        self.sims = 0
+
+    def __call__(self, values: dict) -> np.ndarray:
+        key = tuple(sorted((k, round(float(v), 12)) for k, v in values.items()))
+        if key not in self.cache:
+            hw = apply(self.hw, values)
+            out = []
+            for t, base in zip(self.targets, self.base, strict=True):
+                p = replace(base, costs=costs.analytical(base.graph, hw), hardware=hw)
+                plan = planners.get(t.planner, **(self.params if t.planner == "slack" else {})).plan(p)
+                r = simulate(p, plan, detail=False)
+                out.append(r.throughput_ratio if t.metric == "throughput_ratio" else r.step_time_s)
+            self.cache[key] = np.asarray(out, dtype=float)
+            self.sims += 1
+        return self.cache[key]
+
+    def residuals(self, values: dict) -> np.ndarray:
+        sim = self(values)
+        tgt = np.array([t.value for t in self.targets])
+        w = np.sqrt([t.weight for t in self.targets])
+        with np.errstate(invalid="ignore"):
+            r = (sim - tgt) / tgt
+        return np.where(np.isfinite(r), r, 1.0) * w   # an infeasible row counts as 100% off
+
+
+def simulated_targets(rows, hardware, planner_params=None) -> list[Target]:
+    """``rows`` (``Target`` list) with their values replaced by what the simulator gives on
+    ``hardware`` (a ``Hardware``): targets from a known machine, to check that a fit recovers it."""
+    values = _Evaluator(rows, hardware, planner_params)({})
+    return [replace(t, value=float(v)) for t, v in zip(rows, values, strict=True)]
+
+
+
+
+def calibrate(targets=None, params=("compute_scale", "bandwidth"), hardware="a100-80gb", planner: str = "slack",
+              planner_params=None, bounds=None, grid: int = 3, profile: int = 0, max_evals: int = 60,
+              tol: float = 0.002) -> Calibration:
+    """Fit ``params`` (names in ``PARAMETERS``) so that simulating ``targets`` (a list of
+    ``Target``, a CSV path, or None for the published table) on ``hardware`` reproduces them.
+
+    ``bounds``: ``{name: (lo, hi)}`` replacing ``bounds_for``'s plausible ranges. ``grid``:
+    start points per parameter (coarse grid; 1 = start at the preset). ``profile``: points per
+    parameter of the identifiability scan (0 = none). ``max_evals``: least-squares evaluations.
+    ``tol``: a row is reproduced when its relative residual is at most ``tol``.
+    """
+
+    t0 = time.perf_counter()
+    if targets is None or not isinstance(targets, (list, tuple)):
+        targets = read_targets(targets, planner)
+    if not targets:
+        raise SlackSwapError("calibrate.targets: no target rows")
+    params = list(params)
+    if not params or len(set(params)) != len(params):
+        raise SlackSwapError(f"calibrate.params: give distinct names among {', '.join(PARAMETERS)}; got {params}")
+    unknown = [p for p in params if p not in PARAMETERS]
+    if unknown:
+        raise SlackSwapError(f"calibrate.params: unknown parameter {unknown[0]!r}; known: {', '.join(PARAMETERS)}")
+    for n, v in (("grid", grid), ("max_evals", max_evals)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise SlackSwapError(f"calibrate.{n}: must be an int >= 1, got {v!r}")
+    if isinstance(profile, bool) or not isinstance(profile, int) or profile < 0 or profile == 1:
+        raise SlackSwapError(f"calibrate.profile: must be 0 (no scan) or an int >= 2, got {profile!r}")
+    names = {t.hardware for t in targets if t.hardware}
+    if isinstance(hardware, str) and len(names) > 1:
+        raise SlackSwapError(f"calibrate.targets: rows name several hardware ({', '.join(sorted(names))}); "
+                             "calibrate one hardware at a time")
+    hw = hw_mod.load(hardware) if isinstance(hardware, str) else hardware
+    box = {p: bounds_for(p, hw) for p in params}
+    for p, (lo, hi) in (bounds or {}).items():
+        if p not in box or not (lo < hi) or (PARAMETERS[p].log and lo <= 0):
+            raise SlackSwapError(f"calibrate.bounds[{p!r}]: needs a fitted parameter and lo < hi (> 0 on a log "
+                                 f"scale); fitted: {', '.join(params)}; got {(lo, hi)}")
+        box[p] = (float(lo), float(hi))
+    ev = _Evaluator(targets, hw, planner_params)
+    cal = fit(ev, params, box, grid, profile, max_evals, tol)
+    return replace(cal, hardware_name=hardware if isinstance(hardware, str) else hw.name,
+                   planner=planner, wall_s=time.perf_counter() - t0)
+
+
+__all__ = ["PARAMETERS", "Calibration", "Parameter", "Target", "apply", "bounds_for", "calibrate",
+           "check_hardware_out", "read_targets", "simulated_targets"]

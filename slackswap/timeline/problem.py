@@ -1,0 +1,216 @@
+"""Problem: the ONE input of every planner.
+
+A problem is a graph, its cost model, the hardware it came from and an activation-memory budget,
+with two values derived from the graph and its costs: the keep-all activation peak (the
+simulator's, ``simulate.keep_all_peak_of``) and the smallest feasible budget
+(``schedule.memory_floor``). ``Problem`` is plain data: ``Problem.build`` computes both and passes
+them in; a ``Problem(graph, costs, ...)`` given neither computes them from ``graph`` and ``costs``
+alone (no problem object is simulated).
+``Problem.build("gpt2-xl", "a100-80gb", budget=0.5)`` sets the budget to 50% of the keep-all
+activation peak; ``budget="24GiB"`` or an int sets bytes; ``budget=None`` means no limit.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from .. import models
+from ..core import costs as costs_mod
+from ..core import hardware as hw_mod
+from ..core.costs import CostModel
+from ..core.errors import BudgetError, CapacityWarning, ParameterError, SlackSwapError
+from ..core.graph import Graph
+from ..core.plan import problem_key
+from ..core.schema import check_type
+from ..core.units import format_bytes, format_seconds, parse_bytes
+from ..models import TransformerSpec
+from .schedule import memory_floor
+from .simulate import keep_all_peak_of
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """Graph + costs + budget, with the keep-all peak and the smallest feasible budget (given, or
+    computed from the graph and its costs). Derived views: ideal step, budget fraction, ..."""
+
+    graph: Graph
+    costs: CostModel
+    budget_bytes: float = math.inf
+    hardware: Any = None
+    keep_all_peak: int | None = field(default=None, repr=False)
+    min_feasible_bytes: int | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        self.costs.check(self.graph)
+        if self.keep_all_peak is None:
+            object.__setattr__(self, "keep_all_peak", keep_all_peak_of(self.graph, self.costs))
+        if self.min_feasible_bytes is None:
+            object.__setattr__(self, "min_feasible_bytes", memory_floor(self.graph)[0])
+        b = self.budget_bytes
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or math.isnan(b) or b <= 0:
+            raise BudgetError(f"budget_bytes: must be a positive number of bytes or inf, got {b!r}")
+        if b < self.min_feasible_bytes:
+            where = memory_floor(self.graph)[1]
+            raise BudgetError(
+                f"budget: {format_bytes(b)} is below the smallest feasible budget "
+                f"{format_bytes(self.min_feasible_bytes)} ({self.min_feasible_bytes / self.keep_all_peak:.3f} "
+                f"of the keep-all peak; the {where} alone holds that much)")
+
+    # ---- construction ----
+    @classmethod
+    def build(cls, model, hardware="a100-80gb", budget=0.5, cost_mode: str = "analytical",
+              profile=None, **spec_overrides) -> Problem:
+        """Build from a model (preset name, ``TransformerSpec``, HF config path or ``Graph``) and a
+        hardware (preset name or ``Hardware``). ``budget``: a fraction in (0, 1] of the keep-all
+        activation peak, bytes (int or ``"24GiB"``), or None for no limit. Warns
+        (``CapacityWarning``, ``memory_warnings``) when static memory plus the budget exceed the
+        GPU's memory."""
+
+
+        check_type(model, (str, Path, TransformerSpec, Graph), "Problem.build(model)",
+                   "a model preset name, a TransformerSpec, a config.json path or a Graph", ParameterError)
+        check_type(hardware, (str, Path, hw_mod.Hardware), "Problem.build(hardware)",
+                   "a hardware preset name, a .toml path or a Hardware", ParameterError)
+        check_type(cost_mode, str, "Problem.build(cost_mode)", "'analytical' or 'measured'", ParameterError)
+        hw = hw_mod.load(hardware) if isinstance(hardware, (str, Path)) else hardware
+        graph = model if isinstance(model, Graph) else models.build(model, **spec_overrides)
+        cm = costs_mod.build(graph, hw, mode=cost_mode, profile=profile)
+        peak = keep_all_peak_of(graph, cm)   # measured here and passed in: Problem holds data
+        p = cls(graph, cm, resolve_budget(budget, peak), hw, keep_all_peak=peak,
+                min_feasible_bytes=memory_floor(graph)[0])
+        for text in p.memory_warnings:
+            warnings.warn(text, CapacityWarning, stacklevel=2)
+        return p
+
+    def with_budget(self, budget) -> Problem:
+        """The same problem under another budget (fraction, bytes, unit string or None). Warns
+        (``CapacityWarning``) when static memory plus a finite budget exceed the GPU's memory
+        (not for None: planners probe the unlimited problem; ``Problem.build`` warned already)."""
+        p = replace(self, budget_bytes=resolve_budget(budget, self.keep_all_peak))
+        if math.isfinite(p.budget_bytes):
+            for text in p.memory_warnings:
+                warnings.warn(text, CapacityWarning, stacklevel=2)
+        return p
+
+    # ---- derived views ----
+    @cached_property
+    def key(self) -> str:
+        return problem_key(self.graph)
+
+    @cached_property
+    def planning_ids(self) -> tuple[int, ...]:
+        return tuple(t.id for t in self.graph.planning_tensors())
+
+    @property
+    def ideal_step_s(self) -> float:
+        return self.costs.ideal_step_s
+
+    @property
+    def static_bytes(self) -> int:
+        return self.graph.static_bytes
+
+    @property
+    def memory_warnings(self) -> tuple[str, ...]:
+        """Why this step would not fit the GPU as modelled: empty, or one sentence when static
+        memory plus the activation budget (the keep-all peak when unlimited) exceed the memory
+        of ``hardware.gpu`` (docs/models.md, "Static memory")."""
+        activations = self.budget_bytes if math.isfinite(self.budget_bytes) else self.keep_all_peak
+        return capacity_warnings(self.static_bytes, activations, self.hardware,
+                                 "activation budget" if math.isfinite(self.budget_bytes) else "keep-all activations")
+
+    @property
+    def budget_fraction(self) -> float:
+        return self.budget_bytes / self.keep_all_peak if self.keep_all_peak else math.inf
+
+    def first_backward_use(self, tid: int) -> int:
+        """Op id of the first backward op (in backward order) that needs the tensor."""
+        return self.graph.saved_by[tid][-1]
+
+    def last_backward_use(self, tid: int) -> int:
+        """Op id of the last backward op (in backward order) that needs the tensor."""
+        return self.graph.saved_by[tid][0]
+
+    def summary(self) -> dict:
+        return {"model": self.graph.name, "hardware": getattr(self.hardware, "name", None),
+                "cost_mode": self.costs.mode, "ops": len(self.graph.ops),
+                "planning_tensors": len(self.planning_ids), "saved_bytes": self.graph.saved_bytes(),
+                "keep_all_peak_bytes": self.keep_all_peak, "min_feasible_bytes": self.min_feasible_bytes,
+                "budget_bytes": self.budget_bytes, "budget_fraction": self.budget_fraction,
+                "ideal_step_s": self.ideal_step_s, "static_bytes": self.static_bytes}
+
+    def __str__(self) -> str:
+        s = self.summary()
+        return (f"Problem {s['model']} on {s['hardware']} ({s['cost_mode']} costs): {s['ops']} ops, "
+                f"{s['planning_tensors']} planning tensors\n"
+                f"  keep-all activation peak {format_bytes(s['keep_all_peak_bytes'])}, smallest feasible "
+                f"{format_bytes(s['min_feasible_bytes'])}, budget {format_bytes(s['budget_bytes'])} "
+                f"({s['budget_fraction']:.0%})\n"
+                f"  ideal step {format_seconds(s['ideal_step_s'])}, static memory {format_bytes(s['static_bytes'])}"
+                + "".join(f"\n  WARNING: {w}" for w in self.memory_warnings))
+
+
+def with_transfer_margin(problem, margin: float):
+    """The same problem with every copy (D2H and H2D) ``1 + margin`` times slower (a pessimistic
+    cost model to plan against); the original is not changed."""
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin <= 10:
+        raise SlackSwapError(f"margin: must be a number in [0, 10] (0.2 = copies 20% slower), got {margin!r}")
+    if margin == 0:
+        return problem
+    c = problem.costs
+    k = 1.0 + float(margin)
+    return replace(problem, costs=replace(c, d2h_s=tuple(x * k for x in c.d2h_s),
+                                          h2d_s=tuple(x * k for x in c.h2d_s)))
+
+
+def capacity_warnings(static_bytes: float, activation_bytes: float, hardware, what: str = "activations") -> tuple[str, ...]:
+    """One sentence when ``static_bytes + activation_bytes`` exceed ``hardware.gpu.memory_bytes``
+    (empty when they fit or the hardware is unknown). The text does not depend on the activations
+    when static memory alone is too much, so a sweep over budgets repeats one warning."""
+    gpu = getattr(hardware, "gpu", None)
+    cap = getattr(gpu, "memory_bytes", None)
+    if not cap or static_bytes + activation_bytes <= cap:
+        return ()
+    where = f"{format_bytes(cap)} of {getattr(hardware, 'name', None) or gpu.name}"
+    if static_bytes > cap:
+        return (f"static memory (weights, gradients, optimizer state) {format_bytes(static_bytes)} alone exceeds "
+                f"the {where}: this step does not fit one GPU unless that state is sharded or offloaded, "
+                f"which the model does not simulate",)
+    return (f"static memory {format_bytes(static_bytes)} + {what} {format_bytes(activation_bytes)} = "
+            f"{format_bytes(static_bytes + activation_bytes)} exceeds the {where}",)
+
+
+def resolve_budget(budget, keep_all_peak: int) -> float:
+    """Turn a user budget into bytes: None/'inf' -> inf; float in (0, 1] -> fraction of the
+    keep-all peak; int or unit string -> bytes. Anything else raises ``BudgetError``."""
+    if budget is None or (isinstance(budget, str) and budget.strip().lower() in ("inf", "none", "unlimited")):
+        return math.inf
+    if isinstance(budget, bool):
+        raise BudgetError(f"budget: expected a fraction in (0, 1], bytes or a unit string, got {budget!r}")
+    if isinstance(budget, float):
+        if math.isinf(budget) and budget > 0:
+            return math.inf
+        if not 0 < budget <= 1:
+            raise BudgetError(f"budget: a float budget is a fraction of the keep-all peak and must be in "
+                              f"(0, 1]; got {budget!r} (give bytes as an int or a string like '24GiB')")
+        return budget * keep_all_peak
+    if isinstance(budget, str):
+        try:
+            f = float(budget)
+        except ValueError:
+            try:
+                return float(parse_bytes(budget, "budget"))
+            except SlackSwapError as e:
+                raise BudgetError(f"{e}; or a fraction in (0, 1] of the keep-all peak") from None
+        if not math.isfinite(f):
+            raise BudgetError(f"budget: expected a finite number, a unit string or 'inf' (no limit); got {budget!r}")
+        return resolve_budget(f if "." in budget or f <= 1 else int(f), keep_all_peak)
+    if isinstance(budget, int):
+        if budget <= 0:
+            raise BudgetError(f"budget: bytes must be > 0, got {budget}")
+        return float(budget)
+    raise BudgetError(f"budget: expected a fraction in (0, 1], bytes or a unit string, got {budget!r}")
