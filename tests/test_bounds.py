@@ -718,11 +718,12 @@ def test_tiny_with_two_layers_at_half_the_budget_on_gh200_is_proven():
     """The ``o`` and ``rho_by`` rows of the aggregated relaxation (docs/milp.md section 7; they
     are in its tight rows) at `tiny` 2 layers on gh200, 0.5 (was 3 layers on a100-80gb, 0.5,
     where the tight MILP alone took 20-30 s; with 2 layers on a100-80gb the release rows alone
-    prove it): without them its optimum is 13.5367 us against a best plan of 13.5895 us
-    (0.39%), and its optimal decisions simulate to 13.7399 us; with them its bound is 13.5895 us
+    prove it): without them (the release rows alone, or the tight rows less ``o`` and
+    ``rho_by``) its optimum is 13.5367 us against a best plan of 13.5895 us (0.39%), and its
+    optimal decisions simulate to 13.7399 us (14.4066 us); with them its bound is 13.5895 us
     (after one node) and its own decisions simulate to that time: proven to the aggregated
-    MILP's tolerance, the exact model not built. (With the ``o`` rows and ``rho_by`` left out of
-    the tight rows, the planner builds the exact model here: 62 s.)"""
+    MILP's tolerance, the exact model not built. (With ``o`` and ``rho_by`` left out of the tight
+    rows the planner builds the exact model here: 62 s, and the test fails.)"""
     from slackswap.planners.milp.planner import AGGREGATE_PROOF_GAP
 
     p = Problem.build("tiny", "gh200", 0.5, layers=2)
