@@ -3,6 +3,7 @@ or field; Ctrl-C in a sweep says what is saved and a rerun completes it; tables 
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -226,23 +227,33 @@ def _sweep_cmd(cfg, cache, workers):
 def test_sweep_interrupted_then_rerun_has_every_row_once(tmp_path, workers, capsys):
     """SIGINT mid-sweep (``python -m slackswap sweep``): one line naming the cache and the command,
     exit 130; the same command again (``main`` in this process) finishes with every run exactly
-    once, the finished ones read from the cache."""
+    once, the finished ones read from the cache. Mid-sweep by construction, not by timing: once
+    a run is in the cache the sweep's processes are stopped (SIGSTOP to its process group), and
+    the signal is sent only while fewer than all runs are finished; otherwise (the sweep was
+    faster than the check) the attempt starts again with an empty cache."""
     cfg = tmp_path / "s.toml"
     budgets = [round(0.55 + 0.05 * i, 2) for i in range(9)]
     cfg.write_text(f'models = ["tiny"]\nbudgets = {budgets}\nplanners = ["slack", "chen-sqrt"]\n')
     cache = tmp_path / "cache"
-    # the child gets SIGINT's default disposition (Python then installs its own handler): a child
-    # of a background job would otherwise start with SIGINT ignored and never see the signal
-    p = subprocess.Popen(_sweep_cmd(cfg, cache, workers), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=ENV, cwd=ROOT,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    t0 = time.monotonic()
-    while not (cache.exists() and any(cache.glob("*.json"))):   # at least one run is finished
-        if p.poll() is not None or time.monotonic() - t0 > 120:
-            break
-        time.sleep(0.02)
-    assert p.poll() is None, "the sweep ended before it could be interrupted"   # 18 runs take seconds
+    for _attempt in range(5):
+        shutil.rmtree(cache, ignore_errors=True)
+        # the child gets SIGINT's default disposition (Python then installs its own handler): a
+        # child of a background job would otherwise start with SIGINT ignored and never see it
+        p = subprocess.Popen(_sweep_cmd(cfg, cache, workers), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=ENV, cwd=ROOT, start_new_session=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        while not (cache.exists() and any(cache.glob("*.json"))) and p.poll() is None:
+            time.sleep(0.005)                                # until a run is finished
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGSTOP)                 # the sweep cannot go on now
+            if p.poll() is None and len(list(cache.glob("*.json"))) < 18:
+                break
+            os.killpg(p.pid, signal.SIGCONT)
+        p.communicate(timeout=120)                           # finished first: try again
+    else:
+        pytest.fail("the sweep finished before it could be interrupted, five times")
     p.send_signal(signal.SIGINT)
+    os.killpg(p.pid, signal.SIGCONT)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130, err
     assert err.splitlines() == [err.strip()], err
