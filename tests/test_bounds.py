@@ -724,7 +724,7 @@ def test_tiny_with_two_layers_at_half_the_budget_on_gh200_is_proven():
     optimal decisions simulate to 13.7399 us (14.4066 us); with them its bound is 13.5895 us
     (after one node) and its own decisions simulate to that time: proven to the aggregated
     MILP's tolerance, the exact model not built. (With ``o`` and ``rho_by`` left out of the tight
-    rows the planner builds the exact model here: 62 s, and the test fails.)"""
+    rows the planner builds the exact model here, 62 s of CPU, and the test fails.)"""
     from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP
 
     p = Problem.build("tiny", "gh200", 0.5, layers=2)
