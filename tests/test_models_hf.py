@@ -28,15 +28,7 @@ TOL = 0.02
 METRICS = ("layer", "total", "peak", "fwd_flops", "bwd_flops")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """One intra-op thread for these small models: the counts (bytes, FLOPs, the profiler's
-    allocations) do not depend on it, and idle OpenMP threads otherwise spin on CPU a parallel
-    test run needs."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")   # small models: one intra-op thread (conftest.py)
 
 
 @pytest.mark.slow

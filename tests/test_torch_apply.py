@@ -23,15 +23,7 @@ from slackswap.torch import (  # noqa: E402
 )
 from slackswap.torch.trace import _default_loss  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """One intra-op thread for this module's tiny tensors: no result here depends on the thread
-    count, and idle OpenMP threads otherwise spin on CPU a parallel test run needs."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")   # small models: one intra-op thread (conftest.py)
 
 _CACHE = {}
 

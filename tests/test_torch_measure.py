@@ -14,15 +14,7 @@ from slackswap.core import profile  # noqa: E402
 from slackswap.torch import hf_models as zoo  # noqa: E402
 from slackswap.torch.measure_step import measure  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """One intra-op thread for this module's tiny tensors: no result here depends on the thread
-    count, and idle OpenMP threads otherwise spin on CPU a parallel test run needs."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")   # small models: one intra-op thread (conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         EXIT_ERROR,
         EXIT_INTERRUPTED,
         error_line,
-    )  # lazy: start-up cost of the command line
+    )
 
     args = None
     try:

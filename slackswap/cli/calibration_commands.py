@@ -12,6 +12,7 @@ from ..core.errors import SlackSwapError
 from ..core.paths import user_path
 from .app import command
 from .common import (
+    REPRODUCE_PLANNERS,
     _budget_value,
     _check_outputs,
     _df_table,
@@ -86,7 +87,7 @@ def _calibrate(args, console) -> int:
     from ..calibration.calibrate import (  # lazy: start-up cost of the command line
         calibrate,
         check_hardware_out,
-    )  # lazy: start-up cost of the command line
+    )
 
     _check_outputs(args)
     if args.out:   # refused now (a preset, an existing file), not after the fit
@@ -126,10 +127,10 @@ def _sensitivity_args(p):
 def _sensitivity(args, console) -> int:
     from ..calibration.sensitivity import (
         sensitivity_grid,  # lazy: start-up cost of the command line
-    )  # lazy: start-up cost of the command line
+    )
     from ..report.calibration_figures import (
         sensitivity_figure,  # lazy: start-up cost of the command line
-    )  # lazy: start-up cost of the command line
+    )
 
     _check_outputs(args)
     df = sensitivity_grid(args.models, args.hardware, args.budget, args.compute_scales,
@@ -165,8 +166,7 @@ def _robustness(args, console) -> int:
     from ..calibration.robustness import (  # lazy: start-up cost of the command line
         robustness_sweep,
         robustness_table,
-    )  # lazy: start-up cost of the command line
-    from .common import REPRODUCE_PLANNERS  # lazy: start-up cost of the command line
+    )
 
     _check_outputs(args)
     kw = dict(noise=args.noise, samples=args.samples, seed=args.seed, correlation=args.correlation,
@@ -185,6 +185,6 @@ def _robustness(args, console) -> int:
                             "ratio under noise)", df[keys + ROBUSTNESS_COLUMNS]))
     from ..report.calibration_figures import (
         robustness_figure,  # lazy: start-up cost of the command line
-    )  # lazy: start-up cost of the command line
+    )
 
     return _write(console, args, df, robustness_figure)
