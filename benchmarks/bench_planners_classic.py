@@ -37,7 +37,7 @@ def main():
     ap.add_argument("--budget", type=float, default=0.5)
     a = ap.parse_args()
     g = synthetic.chain(a.ops, sizes=[1 + (i * 7) % 5 for i in range(a.ops)], input_bytes=1)
-    run(f"chain({a.ops}) unit costs", Problem(g, CostModel.unit(g)).with_budget(a.budget))
+    run(f"chain({a.ops}) unit costs", Problem.from_graph(g, CostModel.unit(g)).with_budget(a.budget))
     try:
         p = Problem.build("llama-7b", "a100-80gb", budget=a.budget)
     except ImportError as e:

@@ -73,7 +73,7 @@ def binomial_reruns(p, s: int) -> float | None:
 
 def row(l: int, b: int) -> str:  # noqa: E741 (l as in Griewank)
     g = chain(l)
-    p = Problem(g, CostModel.unit(g), budget_bytes=b)
+    p = Problem.from_graph(g, CostModel.unit(g), budget_bytes=b)
     single = planners.get("dp-checkpoint", multilevel=False).plan(p)
     rs = simulate(p, single)
     t0 = time.perf_counter()
@@ -97,7 +97,7 @@ def brute(l: int) -> None:  # noqa: E741
 
 
     g = chain(l)
-    base = Problem(g, CostModel.unit(g))
+    base = Problem.from_graph(g, CostModel.unit(g))
     for b in range(base.min_feasible_bytes, l + 1):
         p = base.with_budget(b)
         t0 = time.perf_counter()
@@ -111,7 +111,7 @@ def brute(l: int) -> None:  # noqa: E741
 
 def milp(l: int, bs: list[int], limit: float) -> None:  # noqa: E741
     g = chain(l)
-    base = Problem(g, CostModel.unit(g))
+    base = Problem.from_graph(g, CostModel.unit(g))
     for b in bs:
         if b < base.min_feasible_bytes:
             continue

@@ -20,7 +20,7 @@ from slackswap.experiments.synthetic import mixed_dag, random_dag
 
 def smallest_fitting_budget(g) -> int:
     """The smallest whole-byte budget at which some plan of ``g`` fits (brute force)."""
-    free = Problem(g, CostModel.unit(g), min_feasible_bytes=0)
+    free = Problem.from_graph(g, CostModel.unit(g), min_feasible_bytes=0)
     ids = [t.id for t in g.planning_tensors()]
     choices = [[Decision.KEEP] + [Decision.SWAP] * g.tensors[t].swappable
                + [Decision.RECOMPUTE] * g.tensors[t].recomputable for t in ids]
@@ -40,7 +40,7 @@ def main(argv=None) -> None:
     for seed in range(args.graphs):
         n = 2 + seed % 4
         for g in (random_dag(seed, n, max_bytes=5), mixed_dag(seed, n)):
-            p = Problem(g, CostModel.unit(g))
+            p = Problem.from_graph(g, CostModel.unit(g))
             rows.append((g.name, p.min_feasible_bytes, smallest_fitting_budget(g), p.keep_all_peak))
     equal = sum(f == b for _, f, b, _ in rows)
     worst = max(rows, key=lambda r: (r[2] - r[1]) / r[3])

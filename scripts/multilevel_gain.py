@@ -51,7 +51,7 @@ def instance(rng: random.Random) -> Problem:
     costs = dataclasses.replace(base, fwd_s=tuple(float(rng.choice([0, 1, 1, 2])) for _ in g.ops),
                                 d2h_s=tuple(x * scale + lat for x in base.d2h_s),
                                 h2d_s=tuple(x * scale + lat for x in base.h2d_s))
-    p = Problem(g, costs)
+    p = Problem.from_graph(g, costs)
     lo, hi = p.min_feasible_bytes, p.keep_all_peak
     return p.with_budget(max(lo, math.floor(lo + rng.random() * (hi - lo))))
 

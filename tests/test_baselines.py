@@ -13,7 +13,7 @@ K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
 
 def _res(sizes=(2, 3, 1, 2)):
     g = synthetic.residual_block(sizes=sizes)   # planning tensors: x=1, h=2, z=4
-    return Problem(g, CostModel.unit(g))
+    return Problem.from_graph(g, CostModel.unit(g))
 
 
 def test_keep_all_and_recompute_all():
@@ -31,7 +31,7 @@ def test_checkpoint_layers_residual_block():
 
 def test_checkpoint_layers_chain_is_keep_all():
     g = synthetic.chain(4)   # every op is its own layer: every planning tensor is a block input
-    p = Problem(g, CostModel.unit(g))
+    p = Problem.from_graph(g, CostModel.unit(g))
     assert planners.get("checkpoint-layers").plan(p).decisions == {1: K, 2: K, 3: K}
 
 
@@ -55,6 +55,6 @@ def test_swap_all_threshold():
 
 def test_swap_all_worked_example_of_timeline_doc():
     g = synthetic.chain(4, sizes=[2, 2, 2, 2])
-    p = Problem(g, CostModel.unit(g), budget_bytes=6)
+    p = Problem.from_graph(g, CostModel.unit(g), budget_bytes=6)
     plan = planners.get("swap-all").plan(p)
     assert plan.info.status is Status.FEASIBLE and plan.info.objective == 16.0   # docs/timeline.md 6

@@ -44,7 +44,7 @@ def small_problems(draw):
     fwd = tuple(float(draw(st.sampled_from([0, 1, 1, 2]))) for _ in g.ops)   # heterogeneous, some free
     costs = dataclasses.replace(base, fwd_s=fwd, d2h_s=tuple(x * scale + lat for x in base.d2h_s),
                                 h2d_s=tuple(x * scale + lat for x in base.h2d_s))
-    p = Problem(g, costs)
+    p = Problem.from_graph(g, costs)
     lo, hi = p.min_feasible_bytes, p.keep_all_peak
     assume(lo < hi)     # else the only budget that fits keeps all: every bound is the ideal step
     return p.with_budget(draw(st.integers(lo, hi - 1)))     # bytes: from the floor to below the peak
@@ -389,7 +389,7 @@ def test_the_integral_bound_is_shaved_by_the_mip_tolerance():
     HiGHS, at its default integrality tolerance (1e-6), ends the aggregated MILP with an optimum
     and a dual bound of 1.05e-7 (of the forward time) where the true one is 0: shaved by the
     LP's 1e-7 only, the bound was 2.7e-8 s above the optimum."""
-    p = Problem(random_dag(578, n_ops=6, max_bytes=5),
+    p = Problem.from_graph(random_dag(578, n_ops=6, max_bytes=5),
                 CostModel("unit", fwd_s=(1.0, 0.0, 1.0, 2.0, 1.0, 1.0), bwd_s=(2.0,) * 6,
                           d2h_s=(4.0, 2.0, 5.0, 1.0, 4.0, 4.0, 1.0), h2d_s=(4.0, 2.0, 5.0, 1.0, 4.0, 4.0, 1.0)),
                 budget_bytes=19)
@@ -421,11 +421,11 @@ def test_capacity_bound_is_tight_on_a_hand_example():
     could have moved a1 and a2 (produced by 1 and 2 s) by then, so no extra time is forced: the
     bound is the ideal step."""
     g = chain(4, sizes=[2, 2, 2, 2])
-    p = Problem(g, CostModel.unit(g), budget_bytes=6)
+    p = Problem.from_graph(g, CostModel.unit(g), budget_bytes=6)
     assert capacity_bound(p) == p.ideal_step_s == 8
     # 4x slower copies: by 4 s only 1 B is out; at best recompute op0 (1 s, frees a1: 2 B)
     slow = dataclasses.replace(p.costs, d2h_s=tuple(4 * x for x in p.costs.d2h_s))
-    q = Problem(g, slow, budget_bytes=6)
+    q = Problem.from_graph(g, slow, budget_bytes=6)
     assert capacity_bound(q) > q.ideal_step_s
     assert capacity_bound(q) <= simulate(q, planners.get("brute").plan(q)).step_time_s
 
@@ -543,7 +543,7 @@ def test_the_exact_milps_relaxation_does_not_bound_multi_level_plans():
     costs = dataclasses.replace(base, fwd_s=(0.0, 1.0, 2.0, 0.0, 2.0),
                                 d2h_s=tuple(x * 0.25 + 0.5 for x in base.d2h_s),
                                 h2d_s=tuple(x * 0.25 + 0.5 for x in base.h2d_s))
-    p = Problem(g, costs, budget_bytes=17)
+    p = Problem.from_graph(g, costs, budget_bytes=17)
     assert planners.get("brute").plan(p).info.status is Status.INFEASIBLE
     r = simulate(p, Plan({1: Decision.RECOMPUTE, 2: Decision.KEEP}, hold_points={1: 0}))
     assert r.fits and r.step_time_s == p.ideal_step_s == 15.0       # t1's producer op0 takes 0 s
@@ -585,7 +585,7 @@ def test_aggregate_relaxation_admits_a_tensor_freed_between_two_uses():
     from slackswap import Decision, Plan, Status
 
     g = _gap_graph()
-    p = Problem(g, CostModel.unit(g), budget_bytes=10)
+    p = Problem.from_graph(g, CostModel.unit(g), budget_bytes=10)
     assert p.min_feasible_bytes == 10
     assert planners.get("brute").plan(p).info.status is Status.INFEASIBLE
     ml = Plan({1: Decision.RECOMPUTE, 2: Decision.RECOMPUTE, 3: Decision.KEEP}, hold_points={1: 0})
@@ -747,7 +747,7 @@ def test_the_segment_rows_hold_for_multi_level_plans_on_a_chain():
                                h2d_s=tuple(1000 * x for x in base.h2d_s))
     multi = 0
     for budget in (3, 4, 5, 6):
-        p = Problem(g, slow, budget_bytes=budget)
+        p = Problem.from_graph(g, slow, budget_bytes=budget)
         plan = planners.get("dp-checkpoint").plan(p)
         r = simulate(p, plan, detail=False)
         assert r.fits
@@ -868,7 +868,7 @@ def _random_costs(g, rng, long) -> Problem:
     costs = dataclasses.replace(base, fwd_s=tuple(fwd), bwd_s=tuple(f * rng.choice([1.0, 2.0]) for f in fwd),
                                 d2h_s=tuple(x * scale + lat for x in base.d2h_s),
                                 h2d_s=tuple(x * scale + lat for x in base.h2d_s))
-    p = Problem(g, costs)
+    p = Problem.from_graph(g, costs)
     lo, hi = p.min_feasible_bytes, p.keep_all_peak
     return p.with_budget(max(lo, math.floor(lo + rng.random() * (hi - lo))))
 
@@ -1163,7 +1163,7 @@ def test_the_readers_own_later_inputs_re_run_before_the_read():
     assert rerun_chains(g, {1, 3, 4}, {3: 0, 1: 1}, 8)[1] == [((3,), (2,))]      # after the read: add only
     dec = {1: Decision.SWAP, 3: Decision.RECOMPUTE, 4: Decision.KEEP}
     for budget in (15, 16, 17, 18):
-        p = Problem(g, costs).with_budget(budget)
+        p = Problem.from_graph(g, costs).with_budget(budget)
         r = simulate(p, Plan(dec), detail=False)
         assert r.fits and r.step_time_s == pytest.approx(19.0)
         agg = build(p, integral=True, releases=True, tight=True, chains=8)
@@ -1197,7 +1197,7 @@ def test_a_recompute_later_input_counts_only_when_nothing_needs_it_before(head_r
                                 bwd_s=(1.0, 1.0, 3.0, 1.0, 1.0, 1.0), d2h_s=copy, h2d_s=copy)
     dec = {1: Decision.SWAP, 2: Decision.RECOMPUTE, 3: Decision.RECOMPUTE, 4: Decision.RECOMPUTE, 5: Decision.KEEP}
     for budget in (14, 15, 16, 17, 18):
-        p = Problem(g, costs).with_budget(budget)
+        p = Problem.from_graph(g, costs).with_budget(budget)
         r = simulate(p, Plan(dec), detail=False)
         assert r.fits
         agg = build(p, integral=True, releases=True, tight=True, chains=8)
@@ -1229,7 +1229,7 @@ def test_the_copies_back_that_one_stage_reads_queue_on_one_engine():
     costs = dataclasses.replace(CostModel.unit(g, bwd_factor=1.0), d2h_s=copy, h2d_s=copy)
     dec = {1: Decision.SWAP, 2: Decision.SWAP, 3: Decision.RECOMPUTE, 4: Decision.KEEP}
     for budget in (14, 15):
-        p = Problem(g, costs).with_budget(budget)
+        p = Problem.from_graph(g, costs).with_budget(budget)
         r = simulate(p, Plan(dec), detail=False)
         assert r.fits and r.step_time_s == pytest.approx(23.0)
         agg = build(p, integral=True, releases=True, tight=True, chains=8)

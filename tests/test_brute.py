@@ -10,7 +10,7 @@ from slackswap.experiments.synthetic import chain, random_dag
 
 
 def _problem(g, budget):
-    return Problem(g, CostModel.unit(g), budget_bytes=budget)
+    return Problem.from_graph(g, CostModel.unit(g), budget_bytes=budget)
 
 
 def test_brute_finds_the_best_of_all_plans():

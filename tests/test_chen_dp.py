@@ -33,7 +33,7 @@ def test_chen_sqrt_homogeneous_chain(n):
     """k = sqrt(n) segments of m = n/k: a middle segment i holds i checkpoints (x0 included, 1 byte
     each), its m rebuilt tensors and 2 gradients; the last one m + k-1 + 1 gradient: n/k + k."""
     g = synthetic.chain(n, input_bytes=1)
-    p = Problem(g, CostModel.unit(g))
+    p = Problem.from_graph(g, CostModel.unit(g))
     plan = planners.get("chen-sqrt").plan(p)
     r = simulate(p, plan)
     k = round(math.sqrt(n))
@@ -61,7 +61,7 @@ def _hetero_costs(g):
 @pytest.mark.parametrize("hetero_time", [False, True])
 def test_dp_greedy_sqrt_ordering(cname, hetero_time):
     g = CHAINS[cname]
-    base = Problem(g, _hetero_costs(g) if hetero_time else CostModel.unit(g))
+    base = Problem.from_graph(g, _hetero_costs(g) if hetero_time else CostModel.unit(g))
     checked = 0
     for frac in (0.35, 0.5, 0.7, 0.9):
         p = base.with_budget(max(base.min_feasible_bytes, int(frac * base.keep_all_peak)))
@@ -81,7 +81,7 @@ def test_dp_single_level_optimum_by_enumeration():
     import itertools
 
     g = CHAINS["hetero10"]
-    base = Problem(g, _hetero_costs(g))
+    base = Problem.from_graph(g, _hetero_costs(g))
     for frac in (0.4, 0.6):
         p = base.with_budget(max(base.min_feasible_bytes, int(frac * base.keep_all_peak)))
         ids = list(p.planning_ids)

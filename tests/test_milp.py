@@ -23,7 +23,7 @@ from slackswap.experiments.synthetic import chain, mixed_dag, random_dag, residu
 def _problem(g, budget, scale=1.0, bwd=1.0):
     c = CostModel.unit(g, bwd_factor=bwd)
     c = replace(c, d2h_s=tuple(v * scale for v in c.d2h_s), h2d_s=tuple(v * scale for v in c.h2d_s))
-    return Problem(g, c, budget_bytes=budget)
+    return Problem.from_graph(g, c, budget_bytes=budget)
 
 
 # (name, graph, budget in bytes, transfer scale): budgets from the smallest feasible to keep-all
@@ -72,7 +72,7 @@ CASES_BY_NAME = [c[0] for c in CASES]
 
 def _case(g, budget, scale, bwd=1.0):
     if budget is None:
-        base = Problem(g, CostModel.unit(g), math.inf)
+        base = Problem.from_graph(g, CostModel.unit(g), math.inf)
         budget = base.min_feasible_bytes + 1
     return _problem(g, budget, scale, bwd)
 
@@ -556,7 +556,7 @@ def test_duplex_below_one_is_proven_optimal_only_when_the_simulated_time_meets_t
 
     for name, *args in CASES[:6]:
         p = _case(*args)
-        q = Problem(p.graph, dc_replace(p.costs, duplex_factor=0.5), p.budget_bytes)
+        q = Problem.from_graph(p.graph, dc_replace(p.costs, duplex_factor=0.5), p.budget_bytes)
         mp = planners.get("milp").plan(q)
         r = simulate(q, mp)
         best = planners.get("brute").plan(q)
@@ -637,7 +637,7 @@ def test_the_floor_row_is_on_the_step_time_in_seconds(case):
     from slackswap.planners.milp.milp_planner import add_floor
 
     p = _case(*case[1:])
-    p = Problem(p.graph, replace(p.costs, optimizer_s=0.5), budget_bytes=p.budget_bytes)
+    p = Problem.from_graph(p.graph, replace(p.costs, optimizer_s=0.5), budget_bytes=p.budget_bytes)
     best = planners.get("brute").plan(p).info.objective
     for floor, expect in ((best * (1 - 1e-6), best), (best * 1.01, best * 1.01 * (1 - 1e-9))):
         built = planners.get("milp").build(p)
@@ -674,7 +674,7 @@ def test_the_aggregated_floor_changes_no_optimum(monkeypatch):
             continue
         for duplex in (1.0, 0.85):
             p = _case(*args)
-            p = Problem(p.graph, replace(p.costs, duplex_factor=duplex), budget_bytes=p.budget_bytes)
+            p = Problem.from_graph(p.graph, replace(p.costs, duplex_factor=duplex), budget_bytes=p.budget_bytes)
             floored.clear()
             mp = planners.get("milp", improve_sims=0).plan(p)
             if not any(floored):

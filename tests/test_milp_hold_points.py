@@ -35,7 +35,7 @@ def test_equals_the_multi_level_chain_optimum(l):  # noqa: E741
     with any hold points (``chain_multilevel_optimum``, ``l!`` plans); below the single-level
     floor the default MILP proves INFEASIBLE and this one finds the Revolve-style plan."""
     g = chain(l)
-    base = Problem(g, CostModel.unit(g))
+    base = Problem.from_graph(g, CostModel.unit(g))
     below_single = 0
     for budget in range(base.min_feasible_bytes, l + 1):
         p = base.with_budget(budget)
@@ -97,7 +97,7 @@ def _mixed5582():
     base = CostModel.unit(g)
     costs = dataclasses.replace(base, fwd_s=(1.0, 1.0, 0.0, 1.0), d2h_s=tuple(2 * x for x in base.d2h_s),
                                 h2d_s=tuple(2 * x for x in base.h2d_s))
-    return Problem(g, costs, budget_bytes=10)
+    return Problem.from_graph(g, costs, budget_bytes=10)
 
 
 @pytest.mark.parametrize("bad", ["sometimes", 2, None])

@@ -30,7 +30,7 @@ def test_milp_equals_brute_on_random_problems(p):
 def test_multi_output_producers_against_brute(seed):
     """Mixed DAGs have ops with several outputs read by one consumer: the sibling groups."""
     g = mixed_dag(seed, 6)
-    base = Problem(g, CostModel.unit(g))
+    base = Problem.from_graph(g, CostModel.unit(g))
     for frac in (0.0, 0.3, 0.7):
         p = base.with_budget(int(base.min_feasible_bytes + frac * (base.keep_all_peak - base.min_feasible_bytes)))
         bp, mp = planners.get("brute").plan(p), planners.get("milp").plan(p)

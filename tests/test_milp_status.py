@@ -20,7 +20,7 @@ def _chain36():
     to 40 ops 36, 37 and 40 (at 33, 34, 35, 38 and 39 no single-level heuristic plan fits). The
     40-op chain took 1.1-1.4 times as long per planner run, the 48-op one 1.7 times."""
     g = chain(36)
-    return Problem(g, CostModel.unit(g)).with_budget(0.25)
+    return Problem.from_graph(g, CostModel.unit(g)).with_budget(0.25)
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def _mask_problem():
            Op(1, "op1", 0, "matmul", inputs=(0,), outputs=(2,), saves=()),
            Op(2, "op2", 0, "matmul", inputs=(1,), outputs=(3,), saves=(1,)))
     g = Graph("mask", ops, ts)
-    return Problem(g, CostModel.unit(g), budget_bytes=12, min_feasible_bytes=11)
+    return Problem.from_graph(g, CostModel.unit(g), budget_bytes=12, min_feasible_bytes=11)
 
 
 @pytest.mark.parametrize("params", [{}, {"solver": "cbc"}, {"max_exact_tensors": 0}])
@@ -139,7 +139,7 @@ def _custom_order_problem():
     g = Graph("chain-nr", g0.ops, tuple(replace(t, recomputable=False) for t in g0.tensors))
     c = CostModel.unit(g)
     c = replace(c, d2h_s=tuple(2 * v for v in c.d2h_s), h2d_s=tuple(2 * v for v in c.h2d_s))
-    return Problem(g, c, budget_bytes=5)
+    return Problem.from_graph(g, c, budget_bytes=5)
 
 
 def test_optimal_is_among_production_order_plans_and_bounds_hold_for_every_order():

@@ -25,7 +25,7 @@ def test_the_floor_is_accepted_and_none_means_no_limit():
     speed, which belongs in benchmarks, so at the floor either status, with a plan that fits
     and a bound that holds."""
     g = chain(6, sizes=[1, 2, 3, 1, 2, 2])
-    p = Problem(g, CostModel.unit(g)).with_budget(7)
+    p = Problem.from_graph(g, CostModel.unit(g)).with_budget(7)
     floor = planners.get("milp", time_limit_s=MIN_TIME_LIMIT_S).plan(p)
     free = planners.get("milp", time_limit_s=None).plan(p)
     assert free.info.status is Status.OPTIMAL and simulate(p, free).fits, free.info.message
@@ -59,7 +59,7 @@ def test_the_solver_is_not_started_without_time_to_start_it(monkeypatch):
     monkeypatch.setattr(milp, "solve", boom)
     monkeypatch.setattr(milp, "SOLVER_START_S", 1e6)
     g = chain(6, sizes=[1, 2, 3, 1, 2, 2])
-    p = Problem(g, CostModel.unit(g)).with_budget(7)
+    p = Problem.from_graph(g, CostModel.unit(g)).with_budget(7)
     plan = planners.get("milp", time_limit_s=MIN_TIME_LIMIT_S).plan(p)
     assert plan.info.status is Status.TIME_LIMIT and "to start the solver" in plan.info.message
     assert simulate(p, plan).fits

@@ -17,7 +17,7 @@ from slackswap.timeline.problem import Problem
 
 
 def _unit(g):
-    return Problem(g, CostModel.unit(g))
+    return Problem.from_graph(g, CostModel.unit(g))
 
 
 def _problems():

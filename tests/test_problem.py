@@ -31,7 +31,7 @@ def test_bad_budgets_name_the_field(bad):
 
 def test_budget_below_smallest_feasible_is_an_error_that_says_so():
     g = chain(4, sizes=[2, 2, 2, 2])
-    p = Problem(g, CostModel.unit(g))
+    p = Problem.from_graph(g, CostModel.unit(g))
     assert p.min_feasible_bytes == 6 and p.keep_all_peak == 8
     with pytest.raises(BudgetError, match="below the smallest feasible budget 6 B"):
         p.with_budget(5)
@@ -105,8 +105,8 @@ def test_min_feasible_bytes_is_a_floor_of_every_plan_that_fits(seed, n_ops, mixe
     from slackswap.experiments.synthetic import mixed_dag, random_dag
 
     g = mixed_dag(seed, n_ops) if mixed else random_dag(seed, n_ops, max_bytes=5)
-    free = Problem(g, CostModel.unit(g), min_feasible_bytes=0)   # lets budgets below the floor through
-    floor = Problem(g, CostModel.unit(g)).min_feasible_bytes
+    free = Problem.from_graph(g, CostModel.unit(g), min_feasible_bytes=0)   # lets budgets below the floor through
+    floor = Problem.from_graph(g, CostModel.unit(g)).min_feasible_bytes
     assert floor <= free.keep_all_peak
     budgets = [b for b in (floor - 3, floor - 2, floor - 1) if b > 0] + [math.inf]
     for plan in _all_plans(g):
@@ -126,9 +126,31 @@ def test_floor_counts_every_tensor_each_plan_holds_in_the_forward():
     from slackswap.timeline.schedule import memory_floor
 
     g = mixed_dag(688071, 5)
-    p = Problem(g, CostModel.unit(g))
+    p = Problem.from_graph(g, CostModel.unit(g))
     assert memory_floor(g) == (12, "forward of op2") and p.min_feasible_bytes == 12
-    free = Problem(g, CostModel.unit(g), min_feasible_bytes=0)
+    free = Problem.from_graph(g, CostModel.unit(g), min_feasible_bytes=0)
     assert planners.get("brute").plan(dataclasses.replace(free, budget_bytes=11)).info.status.value == "INFEASIBLE"
     with pytest.raises(BudgetError, match="forward of op2"):
         p.with_budget(11)
+
+
+def test_the_constructor_takes_plain_data_and_simulates_nothing(monkeypatch):
+    """``Problem(...)`` is given the keep-all peak and the floor and only checks them (a simulation
+    there fails this test); ``from_graph`` is what computes them, and a missing or malformed value
+    is one line naming the field."""
+    import slackswap.timeline.problem as problem_mod
+    from slackswap.core.errors import ParameterError
+
+    g = chain(4, sizes=[2, 1, 3, 1])
+    c = CostModel.unit(g)
+    built = Problem.from_graph(g, c)
+    monkeypatch.setattr(problem_mod, "keep_all_peak_of", lambda *a: pytest.fail("simulated"))
+    monkeypatch.setattr(problem_mod, "memory_floor", lambda *a: pytest.fail("simulated"))
+    p = Problem(g, c, 7.0, keep_all_peak=built.keep_all_peak, min_feasible_bytes=built.min_feasible_bytes)
+    assert (p.keep_all_peak, p.min_feasible_bytes, p.budget_bytes) == (built.keep_all_peak, built.min_feasible_bytes, 7.0)
+    assert p.budget_fraction == 7.0 / built.keep_all_peak
+    with pytest.raises(TypeError, match="keep_all_peak"):
+        Problem(g, c)
+    for bad in (-1, 2.5, float("nan"), None, True):
+        with pytest.raises(ParameterError, match=r"^Problem\(keep_all_peak\): must be a whole number of bytes >= 0, got "):
+            Problem(g, c, keep_all_peak=bad, min_feasible_bytes=0)

@@ -156,7 +156,7 @@ def test_pareto_legend_covers_no_line_with_one_panel():
 
 def test_timeline_figure_draws_every_event_and_the_budget():
     g = chain(4, sizes=[2, 2, 2, 2])  # docs/timeline.md section 6: swap-all at budget 6 bytes
-    problem = Problem(g, CostModel.unit(g), budget_bytes=6)
+    problem = Problem.from_graph(g, CostModel.unit(g), budget_bytes=6)
     r = simulate(problem, Plan({t.id: Decision.SWAP for t in g.planning_tensors()}), detail=True)
     assert r.step_time_s == 16
     fig = report.timeline_figure(r, problem)
@@ -207,7 +207,7 @@ def test_timeline_figure_shows_each_copy_and_a_clear_title_and_legend():
 
 def test_memory_figure_legend_is_clear_of_the_curve():
     g = chain(4, sizes=[2, 2, 2, 2])
-    problem = Problem(g, CostModel.unit(g), budget_bytes=6)
+    problem = Problem.from_graph(g, CostModel.unit(g), budget_bytes=6)
     r = simulate(problem, Plan({t.id: Decision.SWAP for t in g.planning_tensors()}), detail=True)
     fig = report.memory_figure(r, problem, planner="swap-all")
     assert_legend_clear(fig)

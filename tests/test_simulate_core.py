@@ -108,7 +108,7 @@ def _problems():
         scale = (0.25, 0.5, 1.0, 2.0)[i % 4]
         costs = dataclasses.replace(base, d2h_s=tuple(x * scale for x in base.d2h_s),
                                     h2d_s=tuple(x * scale + 0.5 * (i % 2) for x in base.h2d_s))
-        out.append((Problem(g, costs), 40))
+        out.append((Problem.from_graph(g, costs), 40))
     out += [(tiny, 30), (one, 6)]
     return out
 

@@ -25,7 +25,7 @@ def _problem(model, budget=0.5):
 
 
 def _unit(graph, frac):
-    base = Problem(graph, CostModel.unit(graph))
+    base = Problem.from_graph(graph, CostModel.unit(graph))
     return base.with_budget(max(base.min_feasible_bytes, int(math.ceil(frac * base.keep_all_peak))))
 
 
@@ -247,7 +247,7 @@ def test_keep_greedy_savings_match_the_closure_definition(seed):
     from slackswap.planners.slack.keep import _State
 
     g = random_dag(seed, n_ops=12, p_extra_input=0.5, p_save=0.5)
-    p = Problem(g, CostModel.unit(g))
+    p = Problem.from_graph(g, CostModel.unit(g))
     planning = set(p.planning_ids)
     fwd = [1.0 + 0.1 * i for i in range(len(g.ops))]
     rng = random.Random(seed)

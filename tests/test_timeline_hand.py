@@ -12,7 +12,7 @@ K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
 
 
 def _problem(g, budget=math.inf, **kw):
-    return Problem(g, CostModel.unit(g, **kw), budget_bytes=budget)
+    return Problem.from_graph(g, CostModel.unit(g, **kw), budget_bytes=budget)
 
 
 def _plan(g, decisions, **kw):
@@ -237,7 +237,7 @@ def test_h2d_copy_starts_at_the_ready_time_of_its_issue_step():
     g = mixed_dag(4220, 7)
     c = CostModel.unit(g)
     c = dataclasses.replace(c, d2h_s=tuple(2 * v for v in c.d2h_s), h2d_s=tuple(2 * v for v in c.h2d_s))
-    p = Problem(g, c, budget_bytes=17)
+    p = Problem.from_graph(g, c, budget_bytes=17)
     plan = Plan({2: S, 3: S, 4: S, 6: K, 8: K})
     assert issue_points(p, plan)[2] == 5
     r = simulate(p, plan)

@@ -28,7 +28,7 @@ K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
 
 
 def _unit(g, budget=math.inf):
-    return Problem(g, CostModel.unit(g), budget_bytes=budget)
+    return Problem.from_graph(g, CostModel.unit(g), budget_bytes=budget)
 
 
 def _compute(r):

@@ -22,7 +22,7 @@ def cases(draw):
     base = CostModel.unit(g)
     costs = dataclasses.replace(base, d2h_s=tuple(x * scale for x in base.d2h_s),
                                 h2d_s=tuple(x * scale for x in base.h2d_s))
-    p0 = Problem(g, costs)
+    p0 = Problem.from_graph(g, costs)
     frac = draw(st.floats(0.0, 1.2))
     lo, hi = p0.min_feasible_bytes, p0.keep_all_peak
     budget = math.floor(lo + frac * (hi - lo)) if hi > lo else hi
@@ -66,7 +66,7 @@ def test_invariants(case):
 @given(st.integers(0, 10_000), st.integers(2, 7))
 def test_keep_all_unlimited_is_ideal(seed, n):
     g = random_dag(seed, n_ops=n)
-    p = Problem(g, CostModel.unit(g, bwd_factor=2.0))
+    p = Problem.from_graph(g, CostModel.unit(g, bwd_factor=2.0))
     r = simulate(p, Plan({t.id: Decision.KEEP for t in g.planning_tensors()}))
     assert r.step_time_s == p.ideal_step_s and r.throughput_ratio == 1.0
     assert r.peak_bytes == p.keep_all_peak
@@ -78,7 +78,7 @@ def test_more_bandwidth_never_slower(case, factor):
     p, plan = case
     faster = dataclasses.replace(p.costs, d2h_s=tuple(x * factor for x in p.costs.d2h_s),
                                  h2d_s=tuple(x * factor for x in p.costs.h2d_s))
-    q = Problem(p.graph, faster, budget_bytes=p.budget_bytes)
+    q = Problem.from_graph(p.graph, faster, budget_bytes=p.budget_bytes)
     slow, fast = simulate(p, plan, detail=False), simulate(q, plan, detail=False)
     if slow.feasible:
         assert fast.feasible and fast.step_time_s <= slow.step_time_s + 1e-9
@@ -106,7 +106,7 @@ def test_renumbering_changes_nothing(case, rnd):
     inv = {perm[i]: i for i in range(len(perm))}
     c2 = dataclasses.replace(c, d2h_s=tuple(c.d2h_s[inv[i]] for i in range(len(perm))),
                              h2d_s=tuple(c.h2d_s[inv[i]] for i in range(len(perm))))
-    p2 = Problem(g2, c2, budget_bytes=p.budget_bytes)
+    p2 = Problem.from_graph(g2, c2, budget_bytes=p.budget_bytes)
     plan2 = Plan({perm[t]: d for t, d in plan.decisions.items()})
     a, b = simulate(p, plan, detail=False), simulate(p2, plan2, detail=False)
     assert (a.feasible, a.step_time_s, a.peak_bytes, a.stall_s) == (b.feasible, b.step_time_s, b.peak_bytes, b.stall_s)

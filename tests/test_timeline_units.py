@@ -26,7 +26,7 @@ def _case(seed: int):
     if seed % 3 == 0:
         c = dataclasses.replace(c, fwd_s=tuple(rng.choice([1, 1.05, 0.97, 1.5]) for _ in c.fwd_s),
                                 d2h_s=tuple(x * rng.choice([1, 1.03, 0.98]) for x in c.d2h_s))
-    p0 = Problem(g, c)
+    p0 = Problem.from_graph(g, c)
     lo, hi = p0.min_feasible_bytes, p0.keep_all_peak
     p = p0.with_budget(max(lo, math.floor(lo + rng.random() * (hi - lo))) if hi > lo else hi)
     allowed = {t: [d for d in Decision if (d is not Decision.SWAP or g.tensors[t].swappable)
@@ -39,7 +39,7 @@ def _scaled(p: Problem, f: float) -> Problem:
     c2 = dataclasses.replace(c, fwd_s=tuple(x * f for x in c.fwd_s), bwd_s=tuple(x * f for x in c.bwd_s),
                              d2h_s=tuple(x * f for x in c.d2h_s), h2d_s=tuple(x * f for x in c.h2d_s),
                              optimizer_s=c.optimizer_s * f)
-    return Problem(p.graph, c2, budget_bytes=p.budget_bytes)
+    return Problem.from_graph(p.graph, c2, budget_bytes=p.budget_bytes)
 
 
 # seeds where an absolute 1e-9 s tolerance and exact ties changed the result at 1e-8 s

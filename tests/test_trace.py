@@ -155,7 +155,7 @@ def test_models_without_blocks_trace_and_plan(make, shape, tmp_path):
         assert simulate(pr, planners.get(name).plan(pr)).step_time_s > 0
     # measured costs from the CPU timings
     cm = measured_costs(g)
-    pm = Problem(g, cm)
+    pm = Problem.from_graph(g, cm)
     assert pm.ideal_step_s == pytest.approx(sum(f + b for f, b in g.spec.op_times_s))
     # ... in the profile format of docs/profile.md, read back without the tracer
     g2, cm2 = profile.load(profile.save(tmp_path / "step.json", g, cm))

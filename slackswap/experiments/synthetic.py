@@ -132,7 +132,7 @@ def exact_suite(levels=(0.0, 0.25, 0.5, 0.75), transfer_scale: float = 0.5) -> l
         c = CostModel.unit(g)
         c = replace(c, d2h_s=tuple(v * transfer_scale for v in c.d2h_s),
                     h2d_s=tuple(v * transfer_scale for v in c.h2d_s))
-        base = Problem(g, c, math.inf)
+        base = Problem.from_graph(g, c, math.inf)
         lo, hi = base.min_feasible_bytes, base.keep_all_peak
         budgets = dict.fromkeys(int(math.floor(lo + v * (hi - lo))) for v in levels)   # distinct, in order
         out += [base.with_budget(b) for b in budgets]
@@ -198,7 +198,7 @@ def random_suite(n: int = 200, seed: int = 0, max_tensors: int = 7) -> list:
         c = CostModel.unit(g, bwd_factor=bwd)
         xfer = tuple(scale * b + (latency if b > 0 else 0.0) for b in (t.bytes for t in g.tensors))
         c = CostModel("unit", c.fwd_s, c.bwd_s, xfer, xfer, 0.0, 1.0)
-        base = Problem(g, c, math.inf)
+        base = Problem.from_graph(g, c, math.inf)
         lo, hi = base.min_feasible_bytes, base.keep_all_peak
         budget = max(lo, int(math.floor(lo + level * (hi - lo))))
         out.append(Instance(base.with_budget(budget), shape, scale, latency, bwd, level))

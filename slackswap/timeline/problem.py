@@ -3,9 +3,9 @@
 A problem is a graph, its cost model, the hardware it came from and an activation-memory budget,
 with two values derived from the graph and its costs: the keep-all activation peak (the
 simulator's, ``simulate.keep_all_peak_of``) and the smallest feasible budget
-(``schedule.memory_floor``). ``Problem`` is plain data: ``Problem.build`` computes both and passes
-them in; a ``Problem(graph, costs, ...)`` given neither computes them from ``graph`` and ``costs``
-alone (no problem object is simulated).
+(``schedule.memory_floor``). ``Problem`` is plain data: its constructor is given both and checks
+types and the budget; the functions that build one compute them (``Problem.build`` from a model
+and a hardware, ``Problem.from_graph`` from a graph and its costs).
 ``Problem.build("gpt2-xl", "a100-80gb", budget=0.5)`` sets the budget to 50% of the keep-all
 activation peak; ``budget="24GiB"`` or an int sets bytes; ``budget=None`` means no limit.
 """
@@ -35,22 +35,23 @@ from .simulate import keep_all_peak_of
 
 @dataclass(frozen=True, eq=False)
 class Problem:
-    """Graph + costs + budget, with the keep-all peak and the smallest feasible budget (given, or
-    computed from the graph and its costs). Derived views: ideal step, budget fraction, ..."""
+    """Graph + costs + budget, with the keep-all peak and the smallest feasible budget (both given:
+    ``from_graph`` computes them). Derived views: ideal step, budget fraction, ..."""
 
     graph: Graph
     costs: CostModel
     budget_bytes: float = math.inf
     hardware: Any = None
-    keep_all_peak: int | None = field(default=None, repr=False)
-    min_feasible_bytes: int | None = field(default=None, repr=False)
+    keep_all_peak: int = field(kw_only=True, repr=False)
+    min_feasible_bytes: int = field(kw_only=True, repr=False)
 
     def __post_init__(self):
         self.costs.check(self.graph)
-        if self.keep_all_peak is None:
-            object.__setattr__(self, "keep_all_peak", keep_all_peak_of(self.graph, self.costs))
-        if self.min_feasible_bytes is None:
-            object.__setattr__(self, "min_feasible_bytes", memory_floor(self.graph)[0])
+        for name in ("keep_all_peak", "min_feasible_bytes"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ParameterError(f"Problem({name}): must be a whole number of bytes >= 0, got {v!r} "
+                                     f"(Problem.from_graph computes it from the graph and its costs)")
         b = self.budget_bytes
         if isinstance(b, bool) or not isinstance(b, (int, float)) or math.isnan(b) or b <= 0:
             raise BudgetError(f"budget_bytes: must be a positive number of bytes or inf, got {b!r}")
@@ -86,6 +87,18 @@ class Problem:
         for text in p.memory_warnings:
             warnings.warn(text, CapacityWarning, stacklevel=2)
         return p
+
+    @classmethod
+    def from_graph(cls, graph: Graph, costs: CostModel, budget_bytes: float = math.inf,
+                   hardware=None, *, min_feasible_bytes: int | None = None) -> Problem:
+        """A problem from a graph and its cost model, ``budget_bytes`` in bytes (``with_budget``
+        takes fractions and unit strings). Computes the keep-all peak (one simulation) and the
+        smallest feasible budget (``min_feasible_bytes`` overrides it: 0 lets any budget
+        through, for experiments below the floor)."""
+        costs.check(graph)
+        floor = memory_floor(graph)[0] if min_feasible_bytes is None else min_feasible_bytes
+        return cls(graph, costs, budget_bytes, hardware, keep_all_peak=keep_all_peak_of(graph, costs),
+                   min_feasible_bytes=floor)
 
     def with_budget(self, budget) -> Problem:
         """The same problem under another budget (fraction, bytes, unit string or None). Warns

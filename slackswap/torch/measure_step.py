@@ -159,7 +159,7 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
         profile.save(profile_path, graph, costs, description="measured by slackswap measure",
                      device=str(dev))
     budgets = list(budget) if isinstance(budget, (list, tuple)) else [budget]
-    base = Problem(graph, costs)
+    base = Problem.from_graph(graph, costs)
     problem = base.with_budget(budgets[0])
     keep, rec = ({t: d for t in problem.planning_ids} for d in (Decision.KEEP, Decision.RECOMPUTE))
     plans = {"keep-all": (Plan(keep), problem), "recompute-all": (Plan(rec), problem)}
