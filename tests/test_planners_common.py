@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 
 import pytest
 
@@ -20,22 +21,22 @@ def _unit(g):
     return Problem.from_graph(g, CostModel.unit(g))
 
 
-def _problems():
-    out = {
-        "chain6": _unit(synthetic.chain(6, sizes=[2, 1, 3, 1, 2, 1])),
-        "residual": _unit(synthetic.residual_block(sizes=(2, 3, 1, 2))),
-        "dag3": _unit(synthetic.random_dag(3, n_ops=6)),
-        "dag7": _unit(synthetic.random_dag(7, n_ops=6)),
-    }
-    try:
-        import slackswap.models  # noqa: F401  (a real import check: the zoo is part of the package)
-        out["tiny"] = Problem.build("tiny", "a100-80gb", budget=None)
-    except ImportError:
-        pass
-    return out
+#: The problems of the suite, built on first use (not at collection, where building one would
+#: compile the simulator's core in every worker before the run's shared warm-up has cached it).
+_BUILDERS = {
+    "chain6": lambda: _unit(synthetic.chain(6, sizes=[2, 1, 3, 1, 2, 1])),
+    "residual": lambda: _unit(synthetic.residual_block(sizes=(2, 3, 1, 2))),
+    "dag3": lambda: _unit(synthetic.random_dag(3, n_ops=6)),
+    "dag7": lambda: _unit(synthetic.random_dag(7, n_ops=6)),
+    "tiny": lambda: Problem.build("tiny", "a100-80gb", budget=None),
+}
 
 
-PROBLEMS = _problems()
+@functools.cache
+def _problem(name):
+    return _BUILDERS[name]()
+
+
 NAMES = planners.available()
 
 
@@ -58,10 +59,10 @@ def _get(name):
     return planners.get(name, **PARAMS.get(name, {}))
 
 
-@pytest.mark.parametrize("pname", sorted(PROBLEMS))
+@pytest.mark.parametrize("pname", sorted(_BUILDERS))
 @pytest.mark.parametrize("name", NAMES)
 def test_planner_contract(name, pname):
-    base = PROBLEMS[pname]
+    base = _problem(pname)
     if name == "brute" and len(base.planning_ids) > planners.get("brute").max_tensors:
         with pytest.raises(SlackSwapError, match="max_tensors"):   # refuses, clearly, up front
             planners.get("brute").plan(base)
@@ -130,7 +131,7 @@ def test_bad_parameters_raise():
 
 
 def test_function_planner_wraps_a_function():
-    p = PROBLEMS["chain6"]
+    p = _problem("chain6")
     fp = FunctionPlanner("all-rec", lambda pr, d: {t: d for t in pr.planning_ids}, d=Decision.RECOMPUTE)
     plan = fp.plan(p)
     assert isinstance(plan, Plan) and plan.planner == "all-rec"
