@@ -16,7 +16,7 @@
     python benchmarks/bench_milp.py log llama-7b --budget 0.3 --aggregate-solver scip --aggregate-nodes none --time-limit 60 [--scip-param "heuristics/farkasdiving/freq = -1" ...] [--start slack]
     python benchmarks/bench_milp.py log llama-7b --budget 0.3 --aggregate-solver highs --aggregate-nodes none --time-limit 30 --probe 1736.87
 
-``full`` / ``layers``: the ``milp`` planner above ``max_exact_tensors`` (docs/milp.md section 7):
+``full`` / ``layers``: the ``milp`` planner above ``max_exact_tensors`` (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"):
 wall time, incumbent, certified bound, proven gap and the aggregated model's size, once with the
 LP bound only (``aggregate_nodes=0``) and once with the aggregated MILP (``--aggregate-nodes``
 branch-and-bound nodes, a work limit; ``--aggregate-time`` seconds as a safety cap).
@@ -30,8 +30,8 @@ at its share of the time limit only), on ``--aggregate-solver`` (HiGHS, SCIP, or
 ``defaults``: ``planners.get("milp", time_limit_s=...)`` with every other parameter at its
 default (the ``gaps`` columns set ``improve_sims``), on each preset at ``--budgets``: proven gap,
 wall, incumbent, certified bound and where the bound came from (no other option is read).
-``exact``: the exact formulation (section 1-6) on small models: build time, size, status.
-``relax``: the aggregated relaxation alone (section 7) on cut presets, without and with its
+``exact``: the exact formulation ("Potential steps" to "Backends and LP files") on small models: build time, size, status.
+``relax``: the aggregated relaxation alone ("Full-size models: the aggregated relaxation and proven gaps") on cut presets, without and with its
 per-copy release rows (``releases``), and with those and its tight rows (``tight``, the
 small models' second pass): columns, binaries, LP bound, and the
 MILP's bound after ``--aggregate-nodes`` nodes (a work limit; ``--aggregate-time`` caps it).

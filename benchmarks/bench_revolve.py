@@ -10,7 +10,7 @@ the optimum over every keep/recompute plan with any hold points (a_t KEEP, or RE
 point t..l-1: ``l!`` plans; 9 ops take a few minutes).
 
 With ``--milp``: per unit chain and budget, the exact MILP over every keep/recompute plan with
-any hold points (``milp(hold_points=True, allow_swap=False)``, docs/milp.md section 1; one thread,
+any hold points (``milp(hold_points=True, allow_swap=False)``, docs/milp.md, "Potential steps"; one thread,
 ``--time-limit`` seconds) against dp-checkpoint: the MILP's status, re-runs and certified bound,
 for chains too long for ``--brute`` (at most 41 ops: the exact path's 40 planning tensors).
 

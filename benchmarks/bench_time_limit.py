@@ -1,4 +1,4 @@
-"""How long ``milp(time_limit_s=L).plan(problem)`` takes against ``L`` (docs/milp.md section 9).
+"""How long ``milp(time_limit_s=L).plan(problem)`` takes against ``L`` (docs/milp.md, "Time limit").
 
 Each measurement runs in a fresh Python process (the first call of a process pays the imports, the
 worst case); the problem is built before the clock starts. Prints one markdown row per (model,

@@ -1,10 +1,10 @@
-"""How often a multi-level plan (hold points, docs/timeline.md section 3) beats every single-level
+"""How often a multi-level plan (hold points, docs/timeline.md, "Backward: recompute, prefetch, gradients") beats every single-level
 plan on small random graphs, and a check that the bounds of ``slackswap.bounds`` stay below both.
 
 For each instance (chains, random DAGs, residual blocks, mixed DAGs of 2-6 ops; random op times,
 copy speeds and a budget between the floor and the keep-all peak) the best single-level plan is
 the exact MILP's and the best plan with any hold points that of the MILP with ``hold_points=True``
-(docs/milp.md section 1; both optimise issue points, with D2H in production order). Prints the counts and the largest gain; exits 1 if a
+(docs/milp.md, "Potential steps"; both optimise issue points, with D2H in production order). Prints the counts and the largest gain; exits 1 if a
 bound exceeds a plan that fits, or if the multi-level optimum is slower than the single-level one
 (it searches a superset) or not proven. ``--exhaustive N`` also checks the multi-level optimum
 against an exhaustive search over decisions and hold points

@@ -1,6 +1,6 @@
 """Experiment: does a no-good loop on the aggregated relaxation close the gap of a cut preset?
 
-A combinatorial decomposition (docs/milp.md section 7, "tried and left out"): the master is the
+A combinatorial decomposition (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", "tried and left out"): the master is the
 aggregated MILP (``slackswap.mip.aggregate``, solved to optimality); each of its optimal decision
 vectors is simulated (default issue points, D2H in production order) and then cut off by a
 no-good row (at least one tensor's decision differs). The master's optimum is a lower bound on
@@ -12,7 +12,7 @@ default issue points.
     PYTHONPATH=. python scripts/nogood_experiment.py [--model tiny] [--layers 4] [--budget 0.7] \
         [--iterations 100] [--every 10]
 
-Measured results: docs/milp.md section 7.
+Measured results: docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps".
 """
 
 from __future__ import annotations

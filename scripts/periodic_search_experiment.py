@@ -1,4 +1,4 @@
-"""Experiment: block-periodic moves for the milp planner's incumbent search (docs/milp.md section 7).
+"""Experiment: block-periodic moves for the milp planner's incumbent search (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps").
 
 Question: above 40 planning tensors, the proven gap stays above 0.1% at 9 preset settings
 (a100-80gb). Does a neighbourhood that exploits the identical transformer blocks find faster

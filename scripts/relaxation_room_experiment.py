@@ -1,6 +1,6 @@
 """Experiment: can more branch-and-bound on the aggregated relaxation close the full-size gaps?
 
-Beyond the exact model (docs/milp.md section 7) the certified bound is the aggregated MILP's dual
+Beyond the exact model (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps") the certified bound is the aggregated MILP's dual
 bound after ``aggregate_nodes`` nodes. Its best solution after those nodes is an upper value of
 the relaxation's optimum, so no further node can raise the bound above it. This script prints,
 per setting: the dual bound, that best solution, the incumbent of the ``milp`` planner with a

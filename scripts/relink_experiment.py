@@ -3,7 +3,7 @@
 Runs ``pair_search`` with ``--sims`` simulations from each of the planner's two starts beyond the
 exact model (the best of the warm start and slack's variants, as ``milp`` picks it, and the
 aggregated MILP's decisions after 20 nodes), then ``relink`` from each end towards the other
-(docs/milp.md section 7, item 4), and prints how far apart the ends are, what relinking reaches
+(docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", item 4), and prints how far apart the ends are, what relinking reaches
 and with how many simulations, and where ``--after`` more simulations of the search take it.
 
     PYTHONPATH=. python scripts/relink_experiment.py [--sims 2000] [--after 1000] [--only bert-large@0.3 ...]

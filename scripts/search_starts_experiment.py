@@ -1,6 +1,6 @@
 """Experiment: from which plans should the milp planner's incumbent search start?
 
-Beyond the exact model (docs/milp.md section 7, item 4) the search starts from the best of the
+Beyond the exact model (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", item 4) the search starts from the best of the
 warm start, slack's switch variants and the aggregated MILP's decisions, and from the other of
 the two candidates. This script runs ``pair_search`` for ``--limit`` seconds from each plan that
 could be a start: every deterministic heuristic of the registry (single-level plans that fit),

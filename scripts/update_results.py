@@ -105,12 +105,12 @@ def run_sweep(name: str, out: Path) -> tuple[str, float]:
              f"({len(df)} runs, {timing(dt)}). {_rows_note(df, by)}"]
     if name == "optimality_gap":
         parts += [_md(report.optimality_table(df)),
-                  "The `milp` planner's columns, each named for what it is (docs/milp.md section 7): these "
+                  "The `milp` planner's columns, each named for what it is (docs/milp.md, \"Full-size models: the aggregated relaxation and proven gaps\"): these "
                   "full-size problems exceed the exact formulation (`max_exact_tensors`), so `milp plan` is "
                   "the throughput ratio of its incumbent, the fastest by simulation of every heuristic's plan "
                   "(its warm starts) and the aggregated MILP's decisions, then improved by its incumbent "
                   "search (slack's switch variants and two-tensor moves, within the time limit; docs/milp.md "
-                  "section 7, item 4); `milp plan is` names the heuristic whose run it equals (same step time "
+                  "\"Full-size models: the aggregated relaxation and proven gaps\", item 4); `milp plan is` names the heuristic whose run it equals (same step time "
                   "and decision counts), so such a row is no independent check of that heuristic, or `own` "
                   "when the search found a faster plan than every heuristic of the row. What the planner "
                   "certifies is `ceiling` (ideal step / its certified bound, the aggregated MILP's dual bound or the LP bound below: no plan of any planner "

@@ -550,13 +550,13 @@ def test_the_exact_milps_relaxation_does_not_bound_multi_level_plans():
     built = build(p, d2h_fifo=False, aggregate_rows=False)
     lp = solve_highs(built.model, relax=True).objective * built.tau
     assert lp == pytest.approx(15.25)
-    # with the aggregated relaxation's rows (docs/milp.md section 3) it is higher still: they
+    # with the aggregated relaxation's rows (docs/milp.md, "Constraints (names as in the LP file)") it is higher still: they
     # are added to a model that already leaves this plan out
     built = build(p, d2h_fifo=False)
     assert solve_highs(built.model, relax=True).objective * built.tau == pytest.approx(15.5)
     assert lower_bound(p)[0] <= 15.0 and capacity_bound(p) <= 15.0
     assert p.ideal_step_s + aggregate_bound(p, integral=True, time_limit_s=10)[0] <= 15.0
-    # the model with hold points (docs/milp.md section 1) describes that plan: its relaxation is
+    # the model with hold points (docs/milp.md, "Potential steps") describes that plan: its relaxation is
     # below it, and its optimum is it
     built = build(p, hold_points=True)
     assert solve_highs(built.model, relax=True).objective * built.tau <= 15.0 + 1e-9
@@ -716,7 +716,7 @@ def test_the_release_rows_hold_at_each_plan_of_a_latency_bound_model(layers, tri
 
 
 def test_tiny_with_two_layers_at_half_the_budget_on_gh200_is_proven():
-    """The ``o`` and ``rho_by`` rows of the aggregated relaxation (docs/milp.md section 7; they
+    """The ``o`` and ``rho_by`` rows of the aggregated relaxation (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"; they
     are in its tight rows) at `tiny` 2 layers on gh200, 0.5 (was 3 layers on a100-80gb, 0.5,
     where the tight MILP alone took 20-30 s; with 2 layers on a100-80gb the release rows alone
     prove it): without them (the release rows alone, or the tight rows less ``o`` and
@@ -824,7 +824,7 @@ def test_the_aggregated_milps_plan_is_the_fastest_of_its_solutions(bert_large_20
 
 
 def test_the_first_backward_steps_copy_windows_raise_the_full_size_bound(bert_large_20_nodes):
-    """bert-large at 0.3: a D2H engine busy for the whole forward pass (docs/milp.md section 7,
+    """bert-large at 0.3: a D2H engine busy for the whole forward pass (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps",
     the ``d2h_first`` rows). Without those rows the relaxation could leave a few small early
     copies pending at the first backward step and count the late ones as ending that much
     earlier: LP bound 229.430 ms, 20-node MILP bound 229.745 ms; with them 229.488 and 229.808 ms
@@ -891,7 +891,7 @@ def _random_fitting_plans(p, rng, tries: int, swap: int, recompute: int):
 
 
 def test_the_copy_back_rows_hold_at_every_plans_decisions():
-    """The ``v_back``, ``v_held`` and ``v_read`` rows (docs/milp.md section 7): a tensor absent at
+    """The ``v_back``, ``v_held`` and ``v_read`` rows (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"): a tensor absent at
     a backward step comes back only after that step ends, and before the re-run that reads it;
     with ``chains``, ``v_chain``: before the re-runs along a chain of RECOMPUTE tensors that reads
     it, and the re-runs after the read follow it. 100 seeded problems (``_chain_or_dag``; was
@@ -1123,10 +1123,10 @@ def _sibling_graph(branch_first: bool, c_saved: bool = False, head_reads_c: bool
 @pytest.mark.parametrize("branch_first", [True, False])
 def test_the_chain_rows_count_the_re_runs_of_later_inputs(branch_first):
     """Regenerating ``d`` (RECOMPUTE) re-runs add after making its inputs available in input
-    order (docs/timeline.md section 3): with ``b`` first, p reads ``a`` and then s rebuilds the
+    order (docs/timeline.md, "Backward: recompute, prefetch, gradients"): with ``b`` first, p reads ``a`` and then s rebuilds the
     unsaved ``c``, after the read; with ``c`` first, s runs before it. So the re-runs that follow
     the read of ``a`` through the chain (d, b) are p, s and add in the one order and p and add
-    in the other (``rerun_chains``, docs/milp.md section 7)."""
+    in the other (``rerun_chains``, docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps")."""
     from slackswap.mip.aggregate import rerun_chains
 
     g = _sibling_graph(branch_first)
@@ -1210,7 +1210,7 @@ def test_the_copies_back_that_one_stage_reads_queue_on_one_engine():
     both; under 14-15 bytes neither fits at the loss's backward step, so both copies back (4 s
     each) start when it ends and run one after the other before add's re-run: simulated 23 s.
     The tight rows alone say 18 s; each chain row charges one copy and the re-run after it (19 s
-    before ``v_chains``); ``v_chains`` (docs/milp.md section 7, "The copies back queue on one
+    before ``v_chains``); ``v_chains`` (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", "The copies back queue on one
     engine") charges both copies and the re-run after the last read: 23 s.
     Counting 1.3 times the copy times makes it 25.4 s, above the plan's time."""
     from slackswap import Decision
@@ -1298,8 +1298,8 @@ def test_the_chain_rows_stop_as_deep_as_their_rows_fit(gpt2_four_layers_chains):
 
 
 def test_the_chain_rows_hold_on_residual_streams():
-    """Validity of the chain rows with the re-runs of later inputs (``v_chain``, docs/milp.md
-    section 7) where they matter: 300 seeded residual-stream problems (``_residual_stack``), one
+    """Validity of the chain rows with the re-runs of later inputs (``v_chain``, docs/milp.md,
+    "Full-size models: the aggregated relaxation and proven gaps") where they matter: 300 seeded residual-stream problems (``_residual_stack``), one
     to four random plans each, the relaxation with the plan's decisions never above the plan's
     simulated time (the reader's own later inputs: the test above)."""
     from slackswap.mip.aggregate import build

@@ -129,7 +129,7 @@ def test_milp_beats_every_registered_planner(solved, name):
             crashed.append(f"{other}: {type(e).__name__}: {e}")
             continue
         r = simulate(p, plan)
-        if r.fits and plan.hold_points:   # multi-level: outside the model (docs/milp.md section 5)
+        if r.fits and plan.hold_points:   # multi-level: outside the model (docs/milp.md, "Status, warm start and what is proven")
             assert lower_bound(p)[0] <= r.step_time_s * (1 + 1e-9), other
         elif r.fits:   # an infeasible MILP means no single-level plan may fit
             assert best <= r.step_time_s * (1 + 1e-9), other
@@ -199,7 +199,7 @@ def test_bad_parameters_raise():
 
 
 def test_tiny_time_limit_returns_the_warm_start():
-    """The smallest limit (2 s) on a model HiGHS needs 78 s for (docs/milp.md section 9): the warm
+    """The smallest limit (2 s) on a model HiGHS needs 78 s for (docs/milp.md, "Time limit"): the warm
     start comes back. scipy.optimize is imported first, as a previous plan() would have: the
     capacity bound then fits in the limit (without it the bound may be the ideal step)."""
     import scipy.optimize  # noqa: F401
@@ -336,8 +336,8 @@ def test_lower_bound_is_below_every_plan_and_gap(solved):
 
 def test_tiny_model_honours_the_time_limit():
     """The whole plan() call (build + solve + checks) ends near its 2 s limit: measured 1.8-2.1 s
-    (2-core machine, 2026-11-30), while without a limit this model takes 78 s (docs/milp.md
-    section 9). The margin (2 s limit + 6 s) leaves room for a loaded CI machine and still fails
+    (2-core machine, 2026-11-30), while without a limit this model takes 78 s (docs/milp.md,
+    "Time limit"). The margin (2 s limit + 6 s) leaves room for a loaded CI machine and still fails
     if the limit is not honoured."""
     import time
 
@@ -649,7 +649,7 @@ def test_the_floor_row_is_on_the_step_time_in_seconds(case):
 
 def test_the_aggregated_floor_changes_no_optimum(monkeypatch):
     """The exact model gets the aggregated MILP's bound as a floor of its step time (``agg.floor``,
-    docs/milp.md section 5) when that MILP leaves a gap. Forced here (the aggregated MILP first at
+    docs/milp.md, "Status, warm start and what is proven") when that MILP leaves a gap. Forced here (the aggregated MILP first at
     every size, the incumbent search off) on the nine cases of the table where it is added at
     ``duplex_factor`` 1 and 0.85 (where the model's time is a relaxation), 18 plans (was the
     whole table, whose other 21 cases add no floor at either factor: the aggregated bound, or
@@ -689,8 +689,7 @@ def test_the_aggregated_floor_changes_no_optimum(monkeypatch):
 
 @pytest.mark.parametrize("budget,optimum_us", [(0.7, 12.14), (0.5, 51.72)])
 def test_aggregate_rows_strengthen_the_lp_relaxation(budget, optimum_us):
-    """``tiny`` cut to one layer (optimum 12.14 us at 0.7, 51.72 us at 0.5; docs/milp.md section
-    9): without the rows the exact model's LP relaxation is 11.39 / 11.47 us, below the capacity
+    """``tiny`` cut to one layer (optimum 12.14 us at 0.7, 51.72 us at 0.5; docs/milp.md, "Time limit"): without the rows the exact model's LP relaxation is 11.39 / 11.47 us, below the capacity
     bound (the aggregated LP, 11.95 / 12.76 us); with them it is at least that bound, and still
     below the optimum."""
     from slackswap.mip.backends import solve_highs

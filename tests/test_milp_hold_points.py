@@ -1,4 +1,4 @@
-"""The exact MILP over multi-level plans (``milp(hold_points=True)``, docs/milp.md section 1,
+"""The exact MILP over multi-level plans (``milp(hold_points=True)``, docs/milp.md, "Potential steps",
 "Hold points"): against an exhaustive search over decisions and hold points, against the chain
 oracle of ``dp-checkpoint`` (Revolve-style plans), and where no single-level plan fits."""
 
@@ -77,7 +77,7 @@ def test_finds_the_multi_level_plan_no_single_level_plan_matches():
     """A mixed DAG where the best multi-level plan (9 s) beats every single-level plan (19 s):
     t3 is rebuilt for op3's stage, freed after its last read there, and rebuilt for op2's; the
     held copy of t2 from op3's stage is not allocated again by the second re-run of op1
-    (docs/timeline.md section 3)."""
+    (docs/timeline.md, "Backward: recompute, prefetch, gradients")."""
     p = _mixed5582()
     single = planners.get("milp").plan(p)
     assert single.info.status is Status.OPTIMAL and single.info.objective == pytest.approx(19.0)

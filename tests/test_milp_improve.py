@@ -83,7 +83,7 @@ def test_improve_sims_must_be_a_non_negative_integer(tiny):
 
 def test_the_exact_path_starts_from_the_improved_warm_start():
     # GPT-2 at 3 layers (50 planning tensors): the best heuristic's plan is not the best start;
-    # a variant of slack's switches is faster (docs/milp.md section 5)
+    # a variant of slack's switches is faster (docs/milp.md, "Status, warm start and what is proven")
     p = Problem.build("gpt2", "a100-80gb", 0.95, layers=3)
     mp = planners.get("milp", max_exact_tensors=10**6)
     warm, src = mp._warm(p)
@@ -115,7 +115,7 @@ def test_the_search_also_starts_from_the_other_candidates(monkeypatch):
     this small: SMALL_AGGREGATE_NODES nodes, release rows) are slower than slack's plan
     (36,254.12 us against 31,235.95 us), but the search from them reaches a faster plan
     (31,115.90 us; from slack's none improves it). The search from both keeps the best
-    (docs/milp.md section 7, item 4). The planner also starts from the decisions of the MILP
+    (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", item 4). The planner also starts from the decisions of the MILP
     with the tight rows (its second pass; they simulate to 31,115.90 us, within 3.2e-7 of the
     first pass's bound, 31,115.89 us; the ideal step is 31,072.55 us): three starts. Each
     aggregated MILP is solved once here (``_aggregate_solved_once``)."""

@@ -1,4 +1,4 @@
-"""OR-Tools backends (docs/milp.md section 6): SCIP proves the same optimum as HiGHS and brute
+"""OR-Tools backends (docs/milp.md, "Backends and LP files"): SCIP proves the same optimum as HiGHS and brute
 force; CP-SAT, on its time grid, returns a plan without a proof."""
 
 import builtins

@@ -1,6 +1,6 @@
 """What the milp planner's statuses and bounds claim: INFEASIBLE only when proven, NO_PLAN_FOUND
 otherwise; every heuristic a candidate incumbent; the production-order scope of its optimum; work
-limits instead of seconds for the aggregated MILP (docs/milp.md sections 5 and 7)."""
+limits instead of seconds for the aggregated MILP (docs/milp.md, "Status, warm start and what is proven" and "Full-size models: the aggregated relaxation and proven gaps")."""
 
 from dataclasses import replace
 

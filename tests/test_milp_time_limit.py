@@ -1,4 +1,4 @@
-"""milp's time_limit_s bounds the whole plan() call (docs/milp.md section 9): limits below what can
+"""milp's time_limit_s bounds the whole plan() call (docs/milp.md, "Time limit"): limits below what can
 be honoured are refused; the warm start and the bound fit in the limit on a full-size model."""
 
 import math

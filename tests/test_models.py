@@ -91,7 +91,7 @@ def test_every_preset_builds_a_valid_graph(name):
 @pytest.mark.parametrize("dropout", [0.0, 0.1])
 @pytest.mark.parametrize("name", PRESETS)
 def test_dropout_saves_a_one_byte_mask_per_dropout_and_nothing_without(name, dropout):
-    """docs/models.md section 3: each dropout (after the embeddings, after attention, after the
+    """docs/models.md, "What each op saves (and why)": each dropout (after the embeddings, after attention, after the
     MLP) saves a 1-byte mask per element (FlashAttention regenerates its own); dropout 0 builds no
     dropout ops and no masks. Both settings for every preset, whatever its own dropout is."""
     s = load(name).replace(dropout=dropout)

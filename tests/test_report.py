@@ -155,7 +155,7 @@ def test_pareto_legend_covers_no_line_with_one_panel():
 
 
 def test_timeline_figure_draws_every_event_and_the_budget():
-    g = chain(4, sizes=[2, 2, 2, 2])  # docs/timeline.md section 6: swap-all at budget 6 bytes
+    g = chain(4, sizes=[2, 2, 2, 2])  # docs/timeline.md, "Worked example (unit costs)": swap-all at budget 6 bytes
     problem = Problem.from_graph(g, CostModel.unit(g), budget_bytes=6)
     r = simulate(problem, Plan({t.id: Decision.SWAP for t in g.planning_tensors()}), detail=True)
     assert r.step_time_s == 16

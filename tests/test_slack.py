@@ -239,7 +239,7 @@ def test_forward_and_compute_bounds_hold(seed):
 @pytest.mark.parametrize("seed", range(6))
 def test_keep_greedy_savings_match_the_closure_definition(seed):
     """``_State.saving`` (local pass over dropped ops) equals the drop in forward seconds of the
-    union of re-run closures (docs/timeline.md section 3) when a unit is kept, on random DAGs and
+    union of re-run closures (docs/timeline.md, "Backward: recompute, prefetch, gradients") when a unit is kept, on random DAGs and
     random recompute sets, and ``keep`` leaves the state equal to a fresh one."""
     import random
 

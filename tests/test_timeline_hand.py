@@ -1,4 +1,4 @@
-"""Hand-computed unit-cost timelines (docs/timeline.md section 6 and more), event by event."""
+"""Hand-computed unit-cost timelines (docs/timeline.md, "Worked example (unit costs)" and more), event by event."""
 
 import dataclasses
 import math
@@ -55,7 +55,7 @@ def test_chain_recompute_all_rebuilds_once():
 
 
 def test_chain_swap_all_worked_example():
-    """The table in docs/timeline.md section 6."""
+    """The table in docs/timeline.md, "Worked example (unit costs)"."""
     g = chain(4, sizes=[2, 2, 2, 2])
     r = simulate(_problem(g, budget=6), _plan(g, S))
     assert _events(r) == [
@@ -213,7 +213,7 @@ def test_h2d_tie_follows_the_order_the_first_reader_lists_its_inputs():
 
 
 def test_partial_issue_points_count_each_fixed_copy_once():
-    """Swap-all chain of section 6 at 6 bytes: defaults a3 -> stage 3, a2 -> 3, a1 -> 1. Fixing a3
+    """Swap-all chain of "Worked example (unit costs)" at 6 bytes: defaults a3 -> stage 3, a2 -> 3, a1 -> 1. Fixing a3
     (or a2) at that stage leaves the other copies where they were: 16 s as with no issue points."""
     g = chain(4, sizes=[2, 2, 2, 2])
     p = _problem(g, budget=6)
@@ -250,15 +250,15 @@ def test_h2d_copy_starts_at_the_ready_time_of_its_issue_step():
 
 
 def test_docs_state_one_h2d_start_rule():
-    """The rule for when an H2D copy may start is stated once (docs/timeline.md section 4, the
-    ready time) and used by name in section 3 and in docs/milp.md."""
+    """The rule for when an H2D copy may start is stated once (docs/timeline.md, "Memory and the budget", the
+    ready time) and used by name in "Backward: recompute, prefetch, gradients" and in docs/milp.md."""
     import re
     from pathlib import Path
 
     docs = Path(__file__).resolve().parent.parent / "docs"
     tl, milp = (docs / "timeline.md").read_text(), (docs / "milp.md").read_text()
     assert "reaches the first step" not in tl
-    assert "ready time of the first step of t's issue stage (section 4)" in tl
+    assert "ready time of the first step of t's issue stage (\"Memory and the budget\")" in tl
     assert len(re.findall(r"The step's \*\*ready time\*\*", tl)) == 1
     assert "h2d_start[t] >= ready[first active step of stage k]" in milp
-    assert "`ready[s]` (the\n**ready time** of step s, docs/timeline.md section 4" in milp
+    assert "`ready[s]` (the\n**ready time** of step s, docs/timeline.md, \"Memory and the budget\"" in milp

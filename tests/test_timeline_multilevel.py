@@ -1,4 +1,4 @@
-"""Hold points: multi-level recompute (docs/timeline.md section 3, "Hold points").
+"""Hold points: multi-level recompute (docs/timeline.md, "Backward: recompute, prefetch, gradients", "Hold points").
 
 A hand-computed timeline, Revolve's reference values through ``dp-checkpoint``, invariants on
 random plans, validation, plan files and the executor."""
@@ -128,7 +128,7 @@ def test_hold_point_on_a_tensor_no_op_saves():
 def revolve_reference(l, s):  # noqa: E741 (l as in Griewank)
     """An independent binomial schedule on chain(l) as a plan: split points of the first sweep
     KEEP, deeper split points RECOMPUTE held from the first stage of their segment's reversal,
-    everything else RECOMPUTE with hold point 0 (docs/timeline.md section 3)."""
+    everything else RECOMPUTE with hold point 0 (docs/timeline.md, "Backward: recompute, prefetch, gradients")."""
     @cache
     def best(c, e, k):   # (forward steps to reverse [c, e) from x_c with k slots, split)
         if e - c == 1:

@@ -1,5 +1,5 @@
 """Units do not matter: scaling every time by one factor changes no decision and no ratio
-(docs/timeline.md section 5: times are compared with a tolerance relative to the time horizon)."""
+(docs/timeline.md, "What the model leaves out (and why)": times are compared with a tolerance relative to the time horizon)."""
 
 import dataclasses
 import math

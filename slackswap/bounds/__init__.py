@@ -29,7 +29,7 @@
    their uses. Every plan maps to a feasible point of equal or lower objective, so its
    LP optimum is a bound (``aggregate_bound``); with integral decisions it is a small MILP whose
    solver dual bound is one too (the MILP planner uses it above ``max_exact_tensors``). The rows
-   and why each holds are in that module's docstring and docs/milp.md section 7.
+   and why each holds are in that module's docstring and docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps".
 
 ``gap(problem, result) = (step - bound) / step`` (the MIP-gap convention, 0 = proven optimal).
 """
@@ -139,7 +139,7 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     (with ``integral``): ``"highs"``; ``"scip"``, SCIP through OR-Tools (``_solve_scip``;
     ``pip install slackswap[ortools]``), whose dual bound rises faster on the full-size presets'
     MILP at low budgets (llama-7b at 0.2: 1798.69 ms after 20 nodes against HiGHS's 1794.04 ms;
-    docs/milp.md section 7); or ``"highs+scip"``, both at once, the larger bound
+    docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"); or ``"highs+scip"``, both at once, the larger bound
     (``_solve_both``). Returns
     ``(seconds, Aggregate or None, scipy result or None)``; 0.0 when nothing is proven (result
     None with a constant row that fails, ``Aggregate.model.infeasible``: no plan fits). Shaved by
@@ -319,7 +319,7 @@ def binding_rows(problem, releases: bool = False, tol: float = 1e-7):
     optimum, so these rows alone carry the bound; when it is above zero a memory row
     (``mem_fwd`` / ``mem_bwd``, or ``mem_rel`` with ``releases``) is among them, since without
     the memory rows every decision at zero is optimal. The families are named in
-    ``slackswap/mip/aggregate.py`` and docs/milp.md section 7
+    ``slackswap/mip/aggregate.py`` and docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"
     (``python benchmarks/bench_milp.py binding``)."""
 
     if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
@@ -459,11 +459,11 @@ def _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=True, sta
     ``x``, ``fun``, ``mip_dual_bound``, ``mip_node_count``) and ``solutions``: every integer
     solution the search found, in the order found. Each is a set of decisions that satisfies the
     relaxation; the planner judges them all by simulation, since the one with the least relaxed
-    time need not simulate fastest (docs/milp.md section 7, "The solution pool").
+    time need not simulate fastest (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", "The solution pool").
     ``symmetry``: HiGHS's symmetry detection; ``aggregate_bound`` turns it off without the
     release rows (the full-size presets): on llama-7b at 0.3 the search then processes 3,631
     nodes in 60 s against 316, and a restart lifts the bound; with them (small models) it stays
-    on: without it `tiny` 4 layers at 0.4 is no longer proven (docs/milp.md section 7).
+    on: without it `tiny` 4 layers at 0.4 is no longer proven (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps").
     ``cutoff``: HiGHS's ``objective_bound`` (``probe_bound``)."""
     from scipy.optimize import OptimizeResult  # lazy: start-up cost (scipy)
 
@@ -486,7 +486,7 @@ PROBE_MIN_S = 1.0
 def probe_bound(problem, agg, low_s: float, high_s: float, time_limit_s: float, probe_s: float,
                 rel_gap: float = 1e-6, stop_at_failure: bool = True):
     """Raise a certified bound on the step time by **cutoff probes** of the aggregated MILP
-    ``agg`` (``mip.aggregate.build(problem, integral=True)``; docs/milp.md section 7, "Cutoff
+    ``agg`` (``mip.aggregate.build(problem, integral=True)``; docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", "Cutoff
     probes"). A probe at step time ``c`` solves that MILP with HiGHS told that only solutions
     below ``c`` count (its ``objective_bound``): HiGHS then prunes every node whose bound reaches
     ``c`` and fixes, from the first LP, every binary whose reduced cost would lift the bound past

@@ -6,7 +6,7 @@ decorator. New subcommands (plan, simulate, compare, sweep, reproduce) register 
 
 Every error prints one line ``slackswap: error: ...`` on stderr and exits 2 (``--debug`` adds the
 traceback); Ctrl-C prints one line saying what was saved and exits 130; output options are checked
-before any work; tables are printed whole (``cli.common``; docs/experiments.md section 2).
+before any work; tables are printed whole (``cli.common``; docs/experiments.md, "One problem from the command line").
 """
 
 from __future__ import annotations
@@ -372,7 +372,7 @@ def _reproduce(args, console) -> int:
         milp = df[df["planner"] == "milp"].copy()
         milp["proven_gap"] = 1 - milp["planner_bound_s"] / milp["step_time_s"]
         print_table(console, _df_table("MILP: status, its plan's step and certified bound, proven gap "
-                                "(docs/milp.md section 7 above max_exact_tensors)",
+                                "(docs/milp.md, \"Full-size models: the aggregated relaxation and proven gaps\" above max_exact_tensors)",
                                 milp[["model", "status", "step_time_s", "planner_bound_s", "proven_gap"]],
                                 floatfmt=".6g"))
     _warn(console, report.capacity_notes(df))

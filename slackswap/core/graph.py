@@ -19,7 +19,7 @@ from typing import Any
 from .errors import GraphError
 
 #: Static memory (``Graph.static_bytes``): bytes per parameter of mixed-precision Adam training: 16-bit weights (2) + 16-bit gradients (2)
-#: + fp32 master weights, momentum and variance (12); Rajbhandari et al. 2020 (ZeRO), section 3.1.
+#: + fp32 master weights, momentum and variance (12); Rajbhandari et al. 2020 (ZeRO), Sec. 3.1.
 #: Pure fp32 training also totals 16 (4 weights + 4 gradients + 8 Adam moments).
 BYTES_PER_PARAM = 16
 

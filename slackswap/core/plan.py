@@ -1,5 +1,5 @@
 """Plans: a decision (KEEP, SWAP, RECOMPUTE) for every planning tensor, plus optional prefetch
-issue points, D2H order and hold points (multi-level recompute, docs/timeline.md section 3);
+issue points, D2H order and hold points (multi-level recompute, docs/timeline.md, "Backward: recompute, prefetch, gradients");
 ``validate(problem, plan)`` and a versioned JSON round trip.
 
 Issue points are *backward stages*: stage ``j`` is the backward op of forward op ``j`` together
@@ -46,7 +46,7 @@ class Decision(str, enum.Enum):
 
 class Status(str, enum.Enum):
     """How a planner's plan stands. OPTIMAL: proven best (for exact planners, within the plans
-    they search: docs/milp.md section 5); FEASIBLE: the plan fits; INFEASIBLE: the plan does not
+    they search: docs/milp.md, "Status, warm start and what is proven"); FEASIBLE: the plan fits; INFEASIBLE: the plan does not
     fit (exact planners: no plan fits, proven); NO_PLAN_FOUND: an exact planner found no plan that
     fits but did not prove that none exists; TIME_LIMIT: stopped by a time limit with a plan that
     fits; ERROR: the solver failed."""
@@ -100,7 +100,7 @@ class Plan:
             raise PlanError(f"Plan(hold_points): expected a dict {{tensor id: stage}}; got {_short(self.hold_points)}")
         object.__setattr__(self, "hold_points", {
             _int(k, f"Plan.hold_points[{k!r}]", "tensor id as the key"):
-            _int(v, f"Plan.hold_points[{k!r}]", "backward stage as the value (docs/timeline.md section 3)")
+            _int(v, f"Plan.hold_points[{k!r}]", "backward stage as the value (docs/timeline.md, \"Backward: recompute, prefetch, gradients\")")
             for k, v in self.hold_points.items()})
         if self.d2h_order is not None:
             if isinstance(self.d2h_order, (str, bytes, Mapping)) or not hasattr(self.d2h_order, "__iter__"):

@@ -1,4 +1,4 @@
-"""What a sweep run depends on, resolved, and the on-disk cache keyed by it (docs/experiments.md section 3).
+"""What a sweep run depends on, resolved, and the on-disk cache keyed by it (docs/experiments.md, "Sweeps in Python").
 
 A run's inputs are named in its ``RunSpec`` (a model preset, a hardware preset, a link, spec
 overrides), but what it computes depends on what those names resolve to *now*: the model file, the

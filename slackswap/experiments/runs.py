@@ -158,7 +158,7 @@ def _bound_kwargs(bound) -> dict | None:
     if bad:
         raise ConfigError(f"bound: unknown key(s) {', '.join(map(str, bad))}; allowed: {', '.join(allowed)}"
                           + (" (lp_max_tensors was removed: the exact MILP's relaxation does not bound "
-                             "multi-level plans, docs/milp.md section 5)" if "lp_max_tensors" in bound else ""))
+                             "multi-level plans, docs/milp.md, \"Status, warm start and what is proven\")" if "lp_max_tensors" in bound else ""))
 
     check_time_limit(bound.get("integral_time_limit_s"), "bound.integral_time_limit_s")
     return dict(bound)

@@ -1,4 +1,4 @@
-"""Sweep files: one TOML per ablation in ``data/sweeps/`` (docs/experiments.md section 4).
+"""Sweep files: one TOML per ablation in ``data/sweeps/`` (docs/experiments.md, "Sweep files (`data/sweeps/`)").
 
 ``experiments`` re-exports ``load_sweep``, ``run_sweep_file``, ``sweeps_dir`` and ``SWEEP_KEYS``.
 """
@@ -63,7 +63,7 @@ class Variant(Schema):
 
 
 class SweepFile(Schema):
-    """A sweep file (docs/experiments.md section 4)."""
+    """A sweep file (docs/experiments.md, "Sweep files (`data/sweeps/`)")."""
 
     name: str | None = None
     description: str = ""

@@ -238,7 +238,7 @@ def multilevel_optimum(problem, max_plans: int = 6000) -> tuple[float | None, in
     tensors get none), simulated with default issue points and D2H order. Returns
     ``(seconds, plans)`` (``math.inf`` if none fits), or, without simulating, ``(None, count)``
     with a count above ``max_plans`` as soon as there are more: the oracle of
-    ``milp(hold_points=True)`` on tiny problems (docs/milp.md section 8)."""
+    ``milp(hold_points=True)`` on tiny problems (docs/milp.md, "Exactness checks and resolved issues")."""
 
 
     if isinstance(max_plans, bool) or not isinstance(max_plans, int) or max_plans < 1:

@@ -103,7 +103,7 @@ Rows:
   the copies back that chains read in one stage ``i`` together, on the one H2D engine after step
   ``j``, the fewest re-runs after a read, ``a_i``, following the last (``v_chains[j,i]``: ``sum
   h2d_t w[t,j,i] + a_i z[j,i] - G <= D(i, j)``, ``w[t,j,i] >= v[t,j] + c[t,i] - 1``, ``c[t,i]`` at
-  least each inclusion-minimal chain's condition, ``z >= w``: docs/milp.md section 7); ``Wb_rel[j]``: ``Wb[j] <= sum b_t v[t,j]``. A copy
+  least each inclusion-minimal chain's condition, ``z >= w``: docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"); ``Wb_rel[j]``: ``Wb[j] <= sum b_t v[t,j]``. A copy
   back issued early holds its memory until the use. With ``tight=True``, ``o[t,j]``: swapped tensor
   ``t`` copied out in full by ``S^b_j``; a copy out once done stays done, so ``o[t,j] >= v[t,j]``,
   ``>= o`` at every earlier backward step (``o_mono``) and ``>=`` every ``u[t,k]`` (``o_fwd``), ``<=
@@ -253,11 +253,11 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
     closure of ``prerequisites``; an op downstream of the reader is one that reads its output
     within that closure. ``after`` also holds the ops that rebuild the unsaved inputs a chain's op
     reads after the input on the way down to ``t`` (``siblings``): a re-run first makes its inputs
-    available in input order (docs/timeline.md section 3), so those re-runs follow the read; but
+    available in input order (docs/timeline.md, "Backward: recompute, prefetch, gradients"), so those re-runs follow the read; but
     not the reader's own later inputs, which are there before the reader starts, nor an op that
     something else may have re-run before. A later input ``z`` that may be RECOMPUTE adds an
     entry ``(chain + (z,), after | the ops of z's regeneration)``, where nothing can have needed
-    ``z`` before (docs/milp.md section 7, "The re-runs of later inputs")."""
+    ``z`` before (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", "The re-runs of later inputs")."""
     regen, first = _regenerating(graph, planning)
     out: dict[int, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
 
@@ -281,8 +281,7 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
 
     def siblings(y: int, chain: tuple[int, ...], ops: set[int], q: int, t: int, top: int):
         """The ops of ``ops`` (``y``'s regeneration, ``y`` the last of ``chain``, in stage ``top``) that re-run after ``q``, not
-        downstream of it, in the depth-first order of the backward pass (docs/timeline.md section
-        3: a re-run first makes its inputs available, in input order): those after ``q``'s own
+        downstream of it, in the depth-first order of the backward pass (docs/timeline.md, "Backward: recompute, prefetch, gradients": a re-run first makes its inputs available, in input order): those after ``q``'s own
         re-run (``q`` reads ``t``), and those after ``q`` has made ``t`` available (a deeper op
         reads it, within ``t``'s regeneration). Only ops that nothing else can have re-run
         before (``private``). Third, for a deeper read: the RECOMPUTE candidates ``z`` read after
@@ -690,7 +689,7 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
     chained: dict[tuple[int, int], int] = {}    # (t, top) -> c_chain[t,top]
 
     def queue_row(j: int, top: int, absent: dict[int, int], fewest: float) -> None:
-        """``v_chains[j,top]`` (docs/milp.md section 7, "The copies back queue on one engine"):
+        """``v_chains[j,top]`` (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", "The copies back queue on one engine"):
         ``absent`` the tensors ``t`` with chain rows at step ``j`` that end in stage ``top``
         (``{t: v[t,j]}``), ``fewest`` the least re-runs after a read of their chains."""
         terms = [(fewest, m.var(f"z_chains[{j},{top}]", 0.0, 1.0))]
@@ -871,7 +870,7 @@ def add_to(m: Model, problem, rec: dict[int, int], swap: dict[int, int], step_co
     step time ``tau * m[step_col] + offset`` (seconds) is at least the ideal step plus the
     relaxation's objective. Every plan maps to a point of the relaxation whose objective is at
     most its extra time (module docstring), so no plan is cut off; what it adds is a stronger LP
-    relaxation of ``m`` (docs/milp.md section 3). Nothing is added when the relaxation is empty
+    relaxation of ``m`` (docs/milp.md, "Constraints (names as in the LP file)"). Nothing is added when the relaxation is empty
     (no step exceeds the budget under keep-all)."""
     agg = build(problem)
     if agg is None:

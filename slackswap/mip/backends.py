@@ -38,7 +38,7 @@ def solve_highs(model, *, time_limit_s=None, mip_rel_gap=1e-9, threads=None, see
     at what is left once the model is passed. ``start`` is NOT passed to HiGHS: HiGHS 1.16 maps a
     partial MIP start into its presolved space wrongly (it reported "feasible in the reduced space:
     objective -3" for a start of objective 1.21 and then stopped as optimal at a wrong plan), so the
-    planner keeps the warm start as a fallback incumbent instead (docs/milp.md, section 5).
+    planner keeps the warm start as a fallback incumbent instead (docs/milp.md, "Status, warm start and what is proven").
 
     Hard stop: HiGHS 1.16 does not check ``time_limit`` everywhere in MIP presolve (a 7.6 M-nonzero
     model given 10.5 s ran 31.6 s) and ``cancelSolve()`` does not stop it either, so a MIP with a

@@ -60,7 +60,7 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
     rows (``d2h_fifo``): a relaxation of the plans with any ``d2h_order`` (``bounds.lower_bound``).
     ``aggregate_rows`` adds the aggregated relaxation's rows on the same decisions
     (``aggregate.add_to``, names ``agg.*``): no plan is cut off, the LP relaxation is stronger.
-    ``hold_points`` describes multi-level plans too (docs/timeline.md 3; docs/milp.md section 1,
+    ``hold_points`` describes multi-level plans too (docs/timeline.md 3; docs/milp.md, "Potential steps",
     "hold points"): an op may re-run once per stage, and a regenerated copy is held past its stage
     or freed after its last read there (columns ``held[y,j]``)."""
     tick = _clock(deadline)
@@ -103,7 +103,7 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
         """Consecutive recompute-type tensors of one producer, in the order ``need()`` visits them,
         leaving out those ``need()`` has surely visited before in this stage (``seen``: they are
         resident by then and add no step): the first of a group that needs its producer re-runs
-        it and the others are then resident, so a group is one node (section 1)."""
+        it and the others are then resident, so a group is one node ("Potential steps")."""
         ts = [t for t in dict.fromkeys(ts) if rtype(t) is not None and t not in seen]
         return [list(grp) for _, grp in itertools.groupby(ts, key=lambda t: T[t].producer)]
 
@@ -151,7 +151,7 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
 
     # done(v): re-runs of v's op finished before v is entered = the nodes of that op at positions
     # before v's subtree (post-order), a prefix of the op's nodes by position: one running-sum
-    # column instead of the whole list (section 3, "prefix sums")
+    # column instead of the whole list ("Constraints (names as in the LP file)", "prefix sums")
     op_pos = {op: [nodes[u]["pos"] for u in us] for op, us in by_op.items()}
     done_col = {op: prefix(m, f"done[{op}]", [x[u] for u in us]) for op, us in by_op.items()}
 

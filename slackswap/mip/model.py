@@ -125,7 +125,7 @@ class Model:
 
 
 def prefix(m: Model, name: str, cols: list[int]):
-    """Running sums of ``cols`` (docs/milp.md section 3, "prefix sums"): returns ``terms(c)``, the
+    """Running sums of ``cols`` (docs/milp.md, "Constraints (names as in the LP file)", "prefix sums"): returns ``terms(c)``, the
     sum of ``cols[:c]`` as a list of ``(1.0, column)`` terms: nothing for 0, the column itself for
     1, else a continuous column ``name[c]`` defined by ``name[c] = name[c-1] + cols[c-1]``
     (created on first use). A row that needs the sum of many earlier columns then has one term
@@ -180,7 +180,7 @@ def _suffix_or(m, name, events, lo, hi):
 
 def _regenerated_copies(m, steps, y, r, b, em, uses, hold, add):
     """Memory of regenerated tensor ``y`` when copies may be freed between stages (hold points,
-    docs/milp.md section 3): at step s of stage j, y is resident iff a held copy was carried into
+    docs/milp.md, "Constraints (names as in the LP file)"): at step s of stage j, y is resident iff a held copy was carried into
     stage j and y is read at or after s, or a copy was made in stage j at or before s (a re-run of
     its producer there, y recompute-type and not carried) and y is read at or after s in stage j,
     or anywhere later if that copy is held. ``live[y,s]`` is at least each of the three products."""
@@ -303,7 +303,7 @@ def _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emit
                     add(s, b, he, t)
             # pending source: counted unless waited for (below); after the backward step that first
             # uses t its copy has ended (that step waits for the H2D copy, which starts after the
-            # D2H copy): not counted there (section 3, "pending sources")
+            # D2H copy): not counted there ("Constraints (names as in the LP file)", "pending sources")
             for s in range(last_fwd[t] + 1, bwd_pos[max(g.saved_by[t])] + 1):
                 add(s, b, swap[t], t)
                 pending[s].append(t)
@@ -344,7 +344,7 @@ def _memory(m, problem, steps, nodes, x, act, keep, swap, rec, issue, uses, emit
         # the most step s can hold, at the tightest values of the helper columns (which only appear
         # here with positive coefficients): each tensor twice at most (a pending D2H source and its
         # H2D destination), workspaces as counted. A row that holds even then is left out, with its
-        # wait columns (docs/milp.md section 3, "memory rows that cannot bind").
+        # wait columns (docs/milp.md, "Constraints (names as in the LP file)", "memory rows that cannot bind").
         top = cst + sum(v if t is None else min(v, 2 * T[t].bytes / B) for t, v in most[s].items())
         if top <= 1.0:
             continue

@@ -1,4 +1,4 @@
-"""OR-Tools backends for the backend-neutral ``Model`` (docs/milp.md section 6); imported lazily,
+"""OR-Tools backends for the backend-neutral ``Model`` (docs/milp.md, "Backends and LP files"); imported lazily,
 ``pip install slackswap[ortools]``.
 
 * ``"scip"``: SCIP (branch-and-cut, bundled with OR-Tools), the model as it is; SCIP's dual bound.

@@ -92,7 +92,7 @@ def checkpoint_decisions(problem, kept_inputs: set[int], bl: list[Block] | None 
 
 
 def sqrt_checkpoints(n_blocks: int) -> set[int]:
-    """Chen et al. 2016, section 4.1: ``k = round(sqrt(n))`` segments of (nearly) equal length;
+    """Chen et al. 2016, Sec. 4.1: ``k = round(sqrt(n))`` segments of (nearly) equal length;
     the segment starts ``floor(i * n / k)`` are the kept block inputs."""
     if n_blocks <= 0:
         return set()

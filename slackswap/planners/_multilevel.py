@@ -15,7 +15,7 @@ the forward pass itself.
 
 **Stage-aware** (``memory_aware``): the same recursion, but a slot is not a fixed number: the
 state is ``k``, the checkpoints held outside the segment, and every choice is checked against
-what its own stage holds (docs/timeline.md sections 3-4): a leaf needs the block's tensors, the
+what its own stage holds (docs/timeline.md, "Backward: recompute, prefetch, gradients" to "Memory and the budget"): a leaf needs the block's tensors, the
 gradients alive at its backward steps and its workspace; an advance in stage ``sigma`` (the
 first stage of the segment: the last op of block ``e-1``) needs the gradients alive during that
 stage's recompute steps and, per block passed, its output, its tensors and the previous block's
@@ -29,7 +29,7 @@ this beats the binomial schedule on unit chains (chain(10) at 3 bytes: 28 re-run
 and equals the brute-force optimum over all hold points on chains of 6-9 unit ops
 (``tests/test_timeline_multilevel.py``, benchmarks/README.md).
 
-As a plan (docs/timeline.md section 3, hold points): the split points of the first sweep are
+As a plan (docs/timeline.md, "Backward: recompute, prefetch, gradients", hold points): the split points of the first sweep are
 kept in the forward pass (KEEP); a split point ``m`` chosen for ``[c, e)`` deeper down is
 RECOMPUTE with hold point = the first stage of that reversal (the last op of block ``e-1``), and
 every tensor a block produces for itself is RECOMPUTE with hold point = the block's own first

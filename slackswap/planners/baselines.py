@@ -5,7 +5,7 @@
   simulator's rule that regenerated tensors stay until their last use (docs/timeline.md, 3), this
   rebuilds the whole chain once at the start of the backward pass: it saves little peak memory.
 * ``checkpoint-layers``: Megatron-LM "full" activation recomputation (Korthikanti et al. 2022,
-  "Reducing Activation Recomputation in Large Transformer Models", section 4): keep each
+  "Reducing Activation Recomputation in Large Transformer Models", Sec. 4): keep each
   transformer block's input (the residual stream entering its first op), recompute everything
   else inside blocks; tensors outside blocks and a block's outputs read outside it are kept.
 * ``swap-all``: vDNN (Rhu et al. MICRO 2016, "vDNN: Virtualized Deep Neural Networks"): offload

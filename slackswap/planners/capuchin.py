@@ -4,13 +4,13 @@ Learning"), simplified to one measured step.
 Measure: from the cost model (keep-all timeline, no stalls), every planning tensor's **free time
 window** is the compute time between the end of its last forward use and the start of its first
 backward use: ``FT = sum(fwd_s[last_fwd+1:]) + sum(bwd_s[first_bwd+1:])``. Its swap is hidden when
-``d2h + h2d <= FT`` (section 4.2, "free time"). Decide:
+``d2h + h2d <= FT`` (Sec. 4.2, "free time"). Decide:
 
 1. swap candidates: swappable tensors with ``d2h + h2d <= FT`` and at least ``min_swap_bytes``,
    in order of decreasing slack ``FT - (d2h + h2d)``, while the copy engines' cumulative busy
    time stays within the forward time (D2H) and the backward time (H2D);
 2. recompute candidates: the other recomputable tensors, in order of decreasing MSPS (memory
-   saving per second of recomputation, ``bytes / fwd_s[producer]``, section 4.3), one hop deep:
+   saving per second of recomputation, ``bytes / fwd_s[producer]``, Sec. 4.3), one hop deep:
    a tensor is skipped when an input of its producer, or a tensor it is an input for, is already
    chosen (so every recompute reads resident tensors and rebuilds nothing else);
 3. the eviction list is 1 then 2; the plan evicts the shortest prefix of it for which the

@@ -4,11 +4,11 @@ Both planners work on the chain of blocks of ``_chain.blocks`` (transformer laye
 for graphs without layers): a kept block input ``x_b`` is a checkpoint, every other tensor inside
 blocks is recomputed (``_chain.checkpoint_decisions``). Under the simulator's rule (a segment
 between two checkpoints is rebuilt once and its tensors stay until their last use,
-docs/timeline.md section 3) this is exactly Chen's scheme: one extra forward per recomputed op and
+docs/timeline.md, "Backward: recompute, prefetch, gradients") this is exactly Chen's scheme: one extra forward per recomputed op and
 a peak of about (kept checkpoints) + (largest segment).
 
-* ``chen-sqrt`` (section 4.1): ``k = round(sqrt(n))`` equal segments, so peak ~ n/k + k blocks.
-* ``chen-greedy`` (section 4.2 and Algorithm 3 of the appendix): walk the chain accumulating the
+* ``chen-sqrt`` (Sec. 4.1): ``k = round(sqrt(n))`` equal segments, so peak ~ n/k + k blocks.
+* ``chen-greedy`` (Sec. 4.2 and Algorithm 3 of the appendix): walk the chain accumulating the
   bytes ``w_b`` of each block (its input plus the tensors it produces that would be recomputed);
   when the running sum would exceed a threshold ``b``, checkpoint the current block's input and
   restart the sum. The appendix grid-searches ``b``; we try ``b = j * mean(w)`` for

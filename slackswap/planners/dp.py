@@ -14,7 +14,7 @@ Beaumont, Herrmann et al. 2019, "Optimal checkpointing for heterogeneous chains"
    ``C(s+t, s) >= l`` (``griewank_formula``; counting every forward step of the schedule).
 
 2. ``dp-checkpoint``: single-level first. Without hold points the simulator's recompute rule
-   (docs/timeline.md, section 3) re-runs each op at most once and keeps regenerated tensors until
+   (docs/timeline.md, "Backward: recompute, prefetch, gradients") re-runs each op at most once and keeps regenerated tensors until
    their last use: such a plan is single-level. The DP optimises exactly over that space (when
    none of it fits, ``multilevel=True`` falls back to the faster of ``_multilevel``'s binomial
    and stage-aware schedules, with hold points), rotor-style with three states per block ``b``

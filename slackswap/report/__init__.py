@@ -1,4 +1,4 @@
-"""Reports: tables (markdown / LaTeX / CSV) and figures from sweep rows (docs/experiments.md section 6).
+"""Reports: tables (markdown / LaTeX / CSV) and figures from sweep rows (docs/experiments.md, "Reports").
 
 The only module that imports matplotlib. Figures are ``matplotlib.figure.Figure`` objects built
 without pyplot (no global state, no display needed: the Agg canvas renders them); they are saved
@@ -359,7 +359,7 @@ def timeline_figure(result, problem=None, path=None, title: str | None = None, p
     """Gantt chart of one simulated step (``simulate(problem, plan, detail=True)``): one row per
     engine (compute, D2H, H2D), one bar per event coloured by kind; each copy is its own bar
     (consecutive copies alternate two shades). Below it the activation-memory curve with the
-    budget line (docs/timeline.md section 4); the title above, one legend below. With ``planner``
+    budget line (docs/timeline.md, "Memory and the budget"); the title above, one legend below. With ``planner``
     the title names it and the memory curve takes its colour (``planner_style``)."""
     _figure_args("timeline_figure", result, problem)
     if not result.events:
@@ -412,7 +412,7 @@ def plan_summary(problem, plan, result) -> list[str]:
         lines.append(f"  {d.value:<9} {len(ids):>5} tensors  {format_bytes(sum(problem.graph.tensors[t].bytes for t in ids))}")
     if plan.hold_points:
         lines.append(f"  hold points {len(plan.hold_points)} (multi-level recompute: regenerated tensors freed and "
-                     "rebuilt again, docs/timeline.md section 3)")
+                     "rebuilt again, docs/timeline.md, \"Backward: recompute, prefetch, gradients\")")
     r = result
     if not r.feasible:
         return lines + [f"simulated: INFEASIBLE: {r.reason}"]

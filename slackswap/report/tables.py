@@ -1,4 +1,4 @@
-"""Tables of sweep rows in which one row is one full setting (docs/experiments.md section 6).
+"""Tables of sweep rows in which one row is one full setting (docs/experiments.md, "Reports").
 
 ``report`` re-exports every function here. A *setting* is the tuple of ``SETTINGS`` columns: a
 table keeps every one of them that the sweep varies, so two runs of different settings never share
@@ -69,7 +69,7 @@ def ablation_table(df, by: str = "budget", value: str = "throughput_ratio", colu
 
 def optimality_table(df, heuristics=None):
     """The optimality-gap table: per setting, each heuristic's throughput ratio, then what the
-    ``milp`` planner certifies, each under its own name (docs/milp.md section 7):
+    ``milp`` planner certifies, each under its own name (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"):
 
     - ``milp plan``: the throughput ratio of the plan it returns (its incumbent),
     - ``milp plan is``: the heuristic (``slack`` first) whose run of the same setting has that

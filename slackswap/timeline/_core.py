@@ -1,8 +1,8 @@
 """The compiled core of the simulator: the rules of ``schedule.compile_schedule`` and of the
 reference simulator (``reference.py``) on integer arrays, in two numba-compiled functions.
 
-``compile_core`` turns the decisions into the step sequence and the fixed lifetimes (docs/timeline.md
-sections 1-3), ``time_core`` gives every step and copy its times, the issue points, the waits and
+``compile_core`` turns the decisions into the step sequence and the fixed lifetimes (docs/timeline.md,
+"Steps" to "Backward: recompute, prefetch, gradients"), ``time_core`` gives every step and copy its times, the issue points, the waits and
 the memory curve (sections 3-4). Both follow the reference step by step; where they compute
 something differently (an explicit stack for the recursion of ``need``, difference arrays for
 memory, a heap for the pending D2H sources, a max segment tree for the default issue points, a

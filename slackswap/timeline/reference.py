@@ -104,7 +104,7 @@ def _issue_points(sched: Schedule, plan: Plan, sizes, budget: float):
 
 def issue_points(problem, plan: Plan, *, schedule: Schedule | None = None) -> dict[int, int]:
     """The issue point (backward stage) of every swapped tensor of ``plan`` as ``simulate`` uses
-    it: the plan's own where it gives one, else the default of docs/timeline.md section 3.
+    it: the plan's own where it gives one, else the default of docs/timeline.md, "Backward: recompute, prefetch, gradients".
     ``schedule``: as for ``simulate``."""
     validate(problem, plan)
     sched = _schedule(problem.graph, plan, schedule)

@@ -137,7 +137,7 @@ def memory_bound(problem, decisions) -> np.ndarray:
     """Bytes counted at every step of the schedule of ``decisions`` (tensor id -> Decision, no hold
     points) whatever the copy timing: the fixed lives (``Schedule.static_memory``) plus each
     swapped tensor over its forward life and from its first to its last backward use, which its
-    issue stage can only extend (docs/timeline.md section 4). A lower bound of the accounted
+    issue stage can only extend (docs/timeline.md, "Memory and the budget"). A lower bound of the accounted
     memory at every step: over the budget anywhere, the simulator finds the plan infeasible.
     Computed on the compiled core's schedule, equal to summing ``compile_schedule``'s (whole
     bytes, exact), without building a ``Schedule``."""
@@ -167,7 +167,7 @@ def memory_bound(problem, decisions) -> np.ndarray:
 
 def issue_points(problem, plan: Plan, *, schedule: Schedule | None = None) -> dict[int, int]:
     """The issue point (backward stage) of every swapped tensor of ``plan`` as ``simulate`` uses
-    it: the plan's own where it gives one, else the default of docs/timeline.md section 3.
+    it: the plan's own where it gives one, else the default of docs/timeline.md, "Backward: recompute, prefetch, gradients".
     ``schedule``: as for ``simulate``."""
     validate(problem, plan)
     run = _Run(problem, plan, _schedule(problem.graph, schedule))

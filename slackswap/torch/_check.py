@@ -1,4 +1,4 @@
-"""Is a plan for this traced graph? (docs/executor.md section 1)"""
+"""Is a plan for this traced graph? (docs/executor.md, "API")"""
 
 from __future__ import annotations
 

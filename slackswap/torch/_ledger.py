@@ -1,7 +1,7 @@
 """Saved-activation accounting, step by step, for a run and for the simulator (docs/executor.md).
 
 Both sides count the same thing: the bytes of *planning tensors* (tensors some backward op saves)
-resident on the device at each compute step, with the lifetimes of docs/timeline.md sections 2-3:
+resident on the device at each compute step, with the lifetimes of docs/timeline.md, "Forward lifetimes" to "Backward: recompute, prefetch, gradients":
 a tensor is counted from its producer's forward step; a KEEP tensor until its last backward use;
 a RECOMPUTE or SWAP tensor until its last forward use, then again from its re-run step (RECOMPUTE)
 or the first step of its issue stage (SWAP) until its last backward use. Gradients, workspaces,
@@ -65,7 +65,7 @@ def h2d_order(graph, plan, sched=None) -> list[int]:
 
 def last_use_stages(graph, plan, sched=None) -> dict[int, int]:
     """Per tensor read in the backward pass (by a backward op or a re-run): the stage of its last
-    read in the simulator's schedule (docs/timeline.md section 3), hold points included."""
+    read in the simulator's schedule (docs/timeline.md, "Backward: recompute, prefetch, gradients"), hold points included."""
     sched = sched or schedule(graph, plan)
     out = {}
     for s in range(sched.n_fwd, sched.n_steps):
@@ -76,7 +76,7 @@ def last_use_stages(graph, plan, sched=None) -> dict[int, int]:
 
 def resolved_issue_points(problem, plan, sched=None) -> dict[int, int]:
     """The issue stage of every swapped tensor as ``simulate`` places it (the plan's own points,
-    the others by the budget rule of docs/timeline.md section 3)."""
+    the others by the budget rule of docs/timeline.md, "Backward: recompute, prefetch, gradients")."""
 
     return issue_points(problem, plan, schedule=sched)
 

@@ -322,7 +322,7 @@ class Execution:
     def _end_of_stage(self, c):
         """Multi-level plans: release the transient copies made in stage ``c`` (regenerated above
         their hold point) and everything whose last read in the schedule is in stage ``c`` or
-        before it (docs/timeline.md section 3)."""
+        before it (docs/timeline.md, "Backward: recompute, prefetch, gradients")."""
         for key in self.transient:
             if key in self.cache:
                 self._release(key)

@@ -1,4 +1,4 @@
-"""The ``milp`` planner above ``max_exact_tensors`` planning tensors (docs/milp.md section 7):
+"""The ``milp`` planner above ``max_exact_tensors`` planning tensors (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"):
 the aggregated relaxation's certified bound, the best incumbent (warm start, the aggregated
 MILP's decisions, then the incumbent search of ``improve``) and the proven gap between them.
 Functions of the planner (``self``: a ``MilpPlanner``); ``milp_planner.py`` calls ``beyond_exact``."""
@@ -112,7 +112,7 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
             consider("the aggregated MILP's decisions", _aggregate_plan(self, problem, agg, res))
             if not releases and deadline is not None and obj is not None \
                     and _gap(obj, bound) > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
-                # cutoff probes between the bound and the incumbent (docs/milp.md section 7)
+                # cutoff probes between the bound and the incumbent (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps")
                 share = min(cap, PROBE_SHARE * (deadline - time.perf_counter()))
                 if share / PROBE_PARTS >= PROBE_MIN_S:
                     low, found, proofs, probes = bounds.probe_bound(
@@ -228,7 +228,7 @@ def _aggregate_plan(self, problem, agg, res):
     when there is no solution, or every one uses a choice the planner forbids. The relaxation
     ranks plans by a bound on their time, not by their time: at ``tiny`` with 4 layers at 0.5 its
     incumbent simulates to 50.63 us while another solution it found simulates to the optimum,
-    40.468 us (docs/milp.md section 7, "The solution pool")."""
+    40.468 us (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", "The solution pool")."""
 
     x = getattr(res, "x", None)
     xs = ([] if x is None else [x]) + list(reversed(getattr(res, "solutions", None) or []))[:POOL_PLANS]

@@ -1,4 +1,4 @@
-"""How the milp planner spends ``time_limit_s`` (docs/milp.md section 9).
+"""How the milp planner spends ``time_limit_s`` (docs/milp.md, "Time limit").
 
 The whole ``plan()`` call is bounded: every phase that cannot be stopped once started (a warm-start
 heuristic, the capacity bound's LP) is started only while its share of the limit has time left,

@@ -1,4 +1,4 @@
-"""Better incumbents for problems beyond the exact model (docs/milp.md section 7).
+"""Better incumbents for problems beyond the exact model (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps").
 
 Above ``max_exact_tensors`` the ``milp`` planner certifies a bound with the aggregated
 relaxation, and the proven gap is the distance from its incumbent to that bound. Measured on

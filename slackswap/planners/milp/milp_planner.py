@@ -46,7 +46,7 @@ from .solution import (  # noqa: F401 - re-exported: the planner's names as befo
 _REL = 1e-6
 _PRESOLVE_MAX_NNZ = 250_000
 """``presolve="auto"``: HiGHS presolve only on exact models up to this many nonzeros
-(docs/milp.md section 9): with it ``tiny`` with 2 layers (107,704 nonzeros) is proven optimal
+(docs/milp.md, "Time limit"): with it ``tiny`` with 2 layers (107,704 nonzeros) is proven optimal
 in 147 s instead of 470 s and GPT-2 with 2 layers (85,855) in 247 s instead of not within 300 s;
 on the 155,187-nonzero model of the previous formulation it outlasted the search."""
 #: ``cutoff``: the solver searches below the warm start's time plus this relative margin (above
@@ -60,14 +60,14 @@ _IMPROVE_EXACT_MIN = 24
 # rows (``releases``: columns per swappable tensor and step that needs memory, `tiny` with 4 layers
 # 728 -> 2,101) and at least SMALL_AGGREGATE_NODES nodes (``aggregate_nodes`` when larger): small,
 # it is solved to optimality in seconds (`tiny` with 4 layers at 0.8: 38.022 us, against 37.999 us
-# after 20 nodes; docs/milp.md section 5); 10,000 rather than 2,000 since highspy solves it: HiGHS
+# after 20 nodes; docs/milp.md, "Status, warm start and what is proven"); 10,000 rather than 2,000 since highspy solves it: HiGHS
 # 1.16 proves GPT-2 3 layers at 0.9 after 7,904 nodes (3.7 s), scipy's HiGHS after 1,200
 SMALL_AGGREGATE_TENSORS = 80
 SMALL_AGGREGATE_NODES = 10000
 # simulations of the incumbent search (``improve_sims=None``): up to SMALL_AGGREGATE_TENSORS planning
 # tensors a simulation takes milliseconds, and the search from the aggregated MILP's decisions
 # needs more than IMPROVE_SIMS to reach its end (`tiny` 4 layers at 0.5: 40.539 us after 500,
-# 40.468 us, the aggregated MILP's bound, after 5,000: docs/milp.md section 5)
+# 40.468 us, the aggregated MILP's bound, after 5,000: docs/milp.md, "Status, warm start and what is proven")
 IMPROVE_SIMS = 500
 SMALL_IMPROVE_SIMS = 5000
 # the aggregated MILP's safety cap in seconds (``aggregate_time_s=None``): 2,000 nodes took up to
@@ -98,11 +98,11 @@ class MilpPlanner:
 
     The warm start (and fallback incumbent) is the fastest fitting plan of keep-all, recompute-all
     and every registered heuristic that respects ``allow_swap`` / ``allow_recompute``. The exact
-    model's optimum and bound are among plans with D2H in production order (docs/milp.md
-    section 5); INFEASIBLE means no plan fits (proven), NO_PLAN_FOUND that none was found.
+    model's optimum and bound are among plans with D2H in production order (docs/milp.md,
+    "Status, warm start and what is proven"); INFEASIBLE means no plan fits (proven), NO_PLAN_FOUND that none was found.
 
     Problems with more than ``max_exact_tensors`` planning tensors are beyond the exact formulation
-    (it grows exponentially along residual streams, docs/milp.md section 7): the planner then solves
+    (it grows exponentially along residual streams, docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"): the planner then solves
     the aggregated relaxation (``slackswap.mip.aggregate``; its LP, then its MILP for
     ``aggregate_nodes`` branch-and-bound nodes, a work limit, with ``aggregate_time_s`` seconds as
     a safety cap; None: ``AGGREGATE_TIME_S``, ``SMALL_AGGREGATE_TIME_S`` up to
@@ -110,7 +110,7 @@ class MilpPlanner:
     MILP runs until that cap or its share of the time limit; ``aggregate_solver``: HiGHS,
     ``"scip"``, SCIP through OR-Tools, whose bound rises faster at llama-7b's low budgets but
     whose 20 nodes take 46-64 s there, or ``"highs+scip"``, both at once with the larger bound and
-    both solvers' plans: docs/milp.md section 7; ``"auto"``, the default: HiGHS, and under a
+    both solvers' plans: docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"; ``"auto"``, the default: HiGHS, and under a
     ``time_limit_s`` of at least ``BACKGROUND_SCIP_MIN_S`` on a model above
     ``SMALL_AGGREGATE_TENSORS`` planning tensors SCIP on the same MILP in a second thread,
     without a node limit, from the start of the aggregated path until the limit, its bound and
@@ -124,7 +124,7 @@ class MilpPlanner:
     ``SMALL_AGGREGATE_TENSORS`` planning tensors, or until the time limit while SCIP runs beside
     the planner), within the time limit.
     With ``cutoff`` (HiGHS) the exact MILP searches only below the warm start's time: nodes whose
-    bound reaches it are pruned (docs/milp.md section 5). Above ``_IMPROVE_EXACT_MIN`` planning
+    bound reaches it are pruned (docs/milp.md, "Status, warm start and what is proven"). Above ``_IMPROVE_EXACT_MIN`` planning
     tensors the exact path first solves the aggregated MILP (``_aggregate_work``), whose
     decisions replace the warm start when faster, then, while its bound leaves a gap, solves it
     again with its tight rows up to ``SMALL_AGGREGATE_TENSORS`` planning tensors (as beyond the
@@ -134,10 +134,10 @@ class MilpPlanner:
     the exact model is not built (``_aggregate_proof``), else it is built with that bound as a
     floor of its step time (``add_floor``).
     ``aggregate_rows`` adds the aggregated relaxation's rows to the exact model, on its decisions:
-    they cut off no plan and strengthen its LP relaxation (docs/milp.md section 3); not with
+    they cut off no plan and strengthen its LP relaxation (docs/milp.md, "Constraints (names as in the LP file)"); not with
     ``solver="cpsat"`` (its time grid). ``hold_points`` searches multi-level plans too (an op
-    re-run more than once, regenerated tensors freed between stages: docs/timeline.md section 3,
-    docs/milp.md section 1): the plan may carry hold points, and OPTIMAL / INFEASIBLE then cover
+    re-run more than once, regenerated tensors freed between stages: docs/timeline.md, "Backward: recompute, prefetch, gradients",
+    docs/milp.md, "Potential steps"): the plan may carry hold points, and OPTIMAL / INFEASIBLE then cover
     every plan, single- or multi-level, with D2H in production order."""
 
     name = "milp"
@@ -202,7 +202,7 @@ class MilpPlanner:
                      hold_points=self.hold_points)
 
     def plan(self, problem) -> Plan:
-        """Build, solve and check; the whole call honours ``time_limit_s`` (docs/milp.md, section 9):
+        """Build, solve and check; the whole call honours ``time_limit_s`` (docs/milp.md, "Time limit"):
         warm-start heuristics are started within their share of it, the solver gets what is left
         after the build minus a reserve for the post-processing, and a build that outlives the
         limit returns the warm start with status TIME_LIMIT."""
@@ -337,7 +337,7 @@ class MilpPlanner:
     def _among(self, order: bool) -> str:
         """Which plans the exact model's optimum and bound (``order``) or its infeasibility cover:
         D2H in production order (an optimum and bound only: no D2H order lets more plans fit,
-        docs/milp.md section 5), single-level plans unless ``hold_points``, and the ``allow_*``
+        docs/milp.md, "Status, warm start and what is proven"), single-level plans unless ``hold_points``, and the ``allow_*``
         switches."""
         kinds = ["D2H in production order"] if order else []
         kinds += [] if self.hold_points else ["no hold points"]
@@ -397,8 +397,8 @@ class MilpPlanner:
         planning tensors (the full-size presets) and OR-Tools installed. HiGHS's 20 nodes and the
         incumbent search run as without it, on one core; SCIP uses the other until the limit,
         so its bound depends on machine speed, as every time-limited result does (at llama-7b
-        0.2 its bound reaches 1798.69 ms where HiGHS's 20 nodes give 1794.04 ms: docs/milp.md
-        section 7). Without a time limit the planner's work limits stay as they are."""
+        0.2 its bound reaches 1798.69 ms where HiGHS's 20 nodes give 1794.04 ms: docs/milp.md,
+        "Full-size models: the aggregated relaxation and proven gaps"). Without a time limit the planner's work limits stay as they are."""
         if self.aggregate_solver != "auto" or self.time_limit_s is None or self.time_limit_s < BACKGROUND_SCIP_MIN_S \
                 or len(problem.planning_ids) <= SMALL_AGGREGATE_TENSORS:
             return False
@@ -406,7 +406,7 @@ class MilpPlanner:
         return find_spec("ortools") is not None
 
     def _aggregate_proof(self, problem, warm, src, wall, deadline, until):
-        """``(proof, warm, src)``. The aggregated MILP (docs/milp.md section 7) is solved with the
+        """``(proof, warm, src)``. The aggregated MILP (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps") is solved with the
         nodes and release rows of ``_aggregate_work``, at most ``_aggregate_time`` and, under a
         time limit, a quarter of the time left (not with ``aggregate_nodes=0``). While its bound
         leaves a gap, with the release rows, a second pass with the tight rows
@@ -491,12 +491,12 @@ class MilpPlanner:
         status = Status.OPTIMAL if gap <= self.mip_rel_gap else Status.FEASIBLE
         proof = warm.with_info(status=status, objective=obj, lower_bound=min(bound, obj), gap=gap, wall_s=wall(),
                                model_size={}, message=f"proven gap {gap:.2g} by {how}, which holds for every plan "
-                               f"(docs/milp.md section 7): exact model not built; incumbent: {src}'s plan")
+                               f"(docs/milp.md, \"Full-size models: the aggregated relaxation and proven gaps\"): exact model not built; incumbent: {src}'s plan")
         return proof, warm, src
 
     def _tight_aggregate(self, problem, nodes: int, left: float, chains: int = 0):
         """``(bound, plan)`` of the aggregated MILP with its ``tight`` rows (``rho_by``, ``o``,
-        ``seg``: docs/milp.md section 7), solved after the one without them while a gap is open, for
+        ``seg``: docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"), solved after the one without them while a gap is open, for
         ``nodes`` nodes and at most ``left`` seconds: its certified bound and its decisions as a
         plan (``beyond._aggregate_plan``; each None when there is none; the callers judge the plan
         by simulation). Two
@@ -642,7 +642,7 @@ def add_floor(built, problem, floor: float) -> None:
     aggregated MILP's bound as ``floor``, which holds for every plan's simulated time, it lifts
     the LP bound of every node; the step-time column is only bounded below, so the model then
     finds the least ``max(model time, floor)`` over its plans: still at most the optimum, also with
-    ``duplex_factor`` < 1, where the model's time is a relaxation (docs/milp.md section 5, "The
+    ``duplex_factor`` < 1, where the model's time is a relaxation (docs/milp.md, "Status, warm start and what is proven", "The
     aggregated bound as a floor")."""
     built.model.add_ge("agg.floor", [(1.0, built.objective_col)],
                        (floor * (1 - 1e-9) - problem.costs.optimizer_s) / built.tau)
@@ -652,7 +652,7 @@ def _hold_points(problem, built, x, dec) -> dict[int, int]:
     """Hold points of the plan in column values ``x`` (``Built.reruns``, ``Built.held``): a
     regenerated tensor's hold point is the stage of its held copy; with none, just below the last
     stage that made a copy (every copy freed after its stage). Left out when no copy is freed
-    early (the default, docs/timeline.md section 3)."""
+    early (the default, docs/timeline.md, "Backward: recompute, prefetch, gradients")."""
     hold = {}
     for y, stages in built.reruns.items():
         if y in dec and dec[y] is not Decision.RECOMPUTE:

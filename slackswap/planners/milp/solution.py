@@ -16,7 +16,7 @@ AGGREGATE_PROOF_GAP = 1e-6
 MILP's bound is within this relative gap of the warm start (``_aggregate_proof``): the tolerance
 that MILP is solved to."""
 # the third aggregated pass's longest chain of RECOMPUTE tensors read by one re-run (``v_chain``;
-# docs/milp.md section 7): near its floor GPT-2 regenerates the residual stream down from the final
+# docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"): near its floor GPT-2 regenerates the residual stream down from the final
 # norm before the head's backward step, about five tensors a layer (GPT-2 2 layers at 0.88: tight
 # bound 31,418.58 us, 31,561.59 with 4, 31,865.80 with 6 and with 8, before the re-runs of later
 # inputs; 4 layers at 0.79, with them: 44,548.97 with 8, 44,613.46 with 10, 44,732.49 with 12 and
@@ -36,7 +36,7 @@ def chain_search(self, problem, cand, bound: float, until: float | None):
     ``cand`` alone, for ``CHAIN_SEARCH_SHARE`` of the planner's simulations (``_improve_work``) and
     within ``until``; ``(None, inf, "")`` without a candidate that fits or without simulations.
     The search before the third pass started from the other candidates; this one starts where
-    the relaxation with chain rows points (docs/milp.md section 7, "A search from the third pass's
+    the relaxation with chain rows points (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", "A search from the third pass's
     decisions")."""
     sims = round(CHAIN_SEARCH_SHARE * self._improve_work(problem))
     if cand is None or sims <= 0 or (until is not None and time.perf_counter() >= until):

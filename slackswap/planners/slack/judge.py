@@ -1,7 +1,7 @@
 """Helpers of the SlackSwap planner (``slack_planner.py``): rebuild costs, D2H slack, prefetch points,
 simulator judge. Private: the public API is ``SlackPlanner``.
 
-Rebuild cost (docs/timeline.md section 3): a RECOMPUTE tensor is rebuilt by re-running its
+Rebuild cost (docs/timeline.md, "Backward: recompute, prefetch, gradients"): a RECOMPUTE tensor is rebuilt by re-running its
 producer, after recursively regenerating every input that is not resident (unsaved
 intermediates and other RECOMPUTE tensors). Regenerated tensors stay until their last use, so
 every op is re-run at most once: the cost of a recompute set ``R`` is the forward time of the
@@ -44,7 +44,7 @@ def rerun_union(graph, ts, evicted: set[int], planning: set[int]) -> set[int]:
 
 
 def d2h_fifo_ends(items: list[tuple[int, float, float]]) -> list[float]:
-    """D2H FIFO (docs/timeline.md section 2): ``items`` = (producer, producer end, copy s) in
+    """D2H FIFO (docs/timeline.md, "Forward lifetimes"): ``items`` = (producer, producer end, copy s) in
     production order; each copy starts at max(producer end, previous copy end)."""
     ends, prev = [], 0.0
     for _, ready, dur in items:
@@ -158,7 +158,7 @@ class Judge:
 
     ``score(..., prefilter=True)`` first sums a lower bound of the simulator's accounted memory
     on the forward steps (``ForwardBound``), then at every step (``timeline.memory_bound``, on
-    the simulator's compiled core: docs/timeline.md section 4: fixed lifetimes, swapped
+    the simulator's compiled core: docs/timeline.md, "Memory and the budget": fixed lifetimes, swapped
     tensors' forward lives, and every prefetched copy from its first backward use to its last
     use, which its issue stage can only extend). If the bound exceeds the budget anywhere the
     simulator would report the plan infeasible, so it is scored ``inf`` without a simulation
@@ -175,7 +175,7 @@ class Judge:
     def compute_bound(self, decisions: dict) -> float:
         """A lower bound of the simulated step time: the compute stream runs every step one
         after another, i.e. every forward and backward op and the optimizer (``ideal_step_s``)
-        plus each op the recomputes re-run (once: docs/timeline.md section 3), less ``tol`` (so
+        plus each op the recomputes re-run (once: docs/timeline.md, "Backward: recompute, prefetch, gradients"), less ``tol`` (so
         the bound stays below the simulator's sum in any order of addition)."""
         rec = {t for t, d in decisions.items() if d is Decision.RECOMPUTE}
         ops = rerun_union(self.problem.graph, rec, rec, self._pset)

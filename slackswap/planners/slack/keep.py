@@ -3,7 +3,7 @@
 The recompute pass of the paper adds recomputes cheapest-first until enough bytes are evicted.
 When most of the activations must go (low budgets), the decision that matters is the small set
 of tensors that stay, and a forward greedy misjudges it: a tensor's rebuild cost depends on what
-else is recomputed (docs/timeline.md section 3: the re-run ops of a recompute set are the union
+else is recomputed (docs/timeline.md, "Backward: recompute, prefetch, gradients": the re-run ops of a recompute set are the union
 of the closures, each op re-run once), so the last recomputes it adds can be expensive ones
 (matmul outputs) while cheaper combinations exist.
 

@@ -9,7 +9,7 @@ recompute the rest. The algorithm, step by step (``SlackPlanner.plan``):
    forward seconds of the ops re-run to rebuild it alone, cascading through unsaved
    intermediates (``rerun_closure``). Bytes to evict: ``need = keep_all_peak - budget``.
 2. **Slack / swap pass** (paper): the D2H engine copies swaps FIFO in production order
-   (docs/timeline.md section 2). A swap is accepted, in ``order``, only while every accepted copy
+   (docs/timeline.md, "Forward lifetimes"). A swap is accepted, in ``order``, only while every accepted copy
    still ends before the forward pass does, ``end_i = max(end_{i-1}, producer_end_i) + d2h_i <=
    T_fwd`` (incremental check: ``Fifo``), until ``need`` bytes are evicted.
 3. **Recompute pass** (paper: recompute the rest): lazy greedy on the *marginal* rebuild seconds
