@@ -257,7 +257,7 @@ def rerun_chains(graph, planning: set[int], x, depth: int) -> dict[int, list[tup
     not the reader's own later inputs, which are there before the reader starts, nor an op that
     something else may have re-run before. A later input ``z`` that may be RECOMPUTE adds an
     entry ``(chain + (z,), after | the ops of z's regeneration)``, where nothing can have needed
-    ``z`` before (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", "The re-runs of later inputs")."""
+    ``z`` before (docs/journal/milp-full-size.md, "The re-runs of later inputs")."""
     regen, first = _regenerating(graph, planning)
     out: dict[int, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
 
@@ -689,7 +689,7 @@ def build(problem, integral: bool = False, releases: bool = False, tight: bool =
     chained: dict[tuple[int, int], int] = {}    # (t, top) -> c_chain[t,top]
 
     def queue_row(j: int, top: int, absent: dict[int, int], fewest: float) -> None:
-        """``v_chains[j,top]`` (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", "The copies back queue on one engine"):
+        """``v_chains[j,top]`` (docs/journal/milp-full-size.md, "The copies back queue on one engine, and chains of 12"):
         ``absent`` the tensors ``t`` with chain rows at step ``j`` that end in stage ``top``
         (``{t: v[t,j]}``), ``fewest`` the least re-runs after a read of their chains."""
         terms = [(fewest, m.var(f"z_chains[{j},{top}]", 0.0, 1.0))]

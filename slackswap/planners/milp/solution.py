@@ -36,8 +36,7 @@ def chain_search(self, problem, cand, bound: float, until: float | None):
     ``cand`` alone, for ``CHAIN_SEARCH_SHARE`` of the planner's simulations (``_improve_work``) and
     within ``until``; ``(None, inf, "")`` without a candidate that fits or without simulations.
     The search before the third pass started from the other candidates; this one starts where
-    the relaxation with chain rows points (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", "A search from the third pass's
-    decisions")."""
+    the relaxation with chain rows points (docs/journal/milp-full-size.md, "A search from the third pass's decisions")."""
     sims = round(CHAIN_SEARCH_SHARE * self._improve_work(problem))
     if cand is None or sims <= 0 or (until is not None and time.perf_counter() >= until):
         return None, math.inf, ""
