@@ -217,7 +217,7 @@ PROBE_SHARE, PROBE_PARTS = 0.25, 3
 #: The search starts from the fastest; its three fastest as three starts were tried on the nine
 #: full-size settings above 0.1% at 2,000 simulations and left out: three settings better
 #: (bert-large 0.3 0.320% -> 0.110%), two worse (gpt2-xl 0.3 0.184% -> 0.298%: the starts share
-#: the work), four unchanged (benchmarks/README.md, "The solution pool")
+#: the work), four unchanged (docs/journal/benchmarks-milp-2026-12.md, "The solution pool")
 POOL_PLANS = 64
 
 
