@@ -3,7 +3,7 @@
 Every assignment (3^k at most; a tensor that is not swappable or not recomputable has fewer
 choices) is judged by the simulator with its default issue points (docs/timeline.md 3) and
 without hold points: OPTIMAL and INFEASIBLE are among single-level plans, like the MILP's
-(docs/milp.md, "Status, warm start and what is proven"; ``scripts/multilevel_gain.py of commit 40df6bb`` measures how often a multi-level plan
+(docs/milp.md, "Status, warm start and what is proven"; ``scripts/multilevel_gain.py`` (a script of commit 40df6bb) measures how often a multi-level plan
 does better, by ``milp(hold_points=True)``). The fastest plan that fits wins (step times within the simulator's relative time
 tolerance are equal); ties go to fewer swaps, then fewer recomputes, then the lexicographically
 smallest decision vector (tensor ids ascending; keep < swap < recompute).
