@@ -199,7 +199,7 @@ def test_bad_parameters_raise():
 
 
 def test_tiny_time_limit_returns_the_warm_start():
-    """The smallest limit (2 s) on a model HiGHS needs 78 s for (docs/milp.md, "Time limit"): the warm
+    """The smallest limit (2 s) on a model HiGHS needs 78 s for (docs/journal/milp-solve-times.md): the warm
     start comes back. scipy.optimize is imported first, as a previous plan() would have: the
     capacity bound then fits in the limit (without it the bound may be the ideal step)."""
     import scipy.optimize  # noqa: F401
@@ -336,8 +336,8 @@ def test_lower_bound_is_below_every_plan_and_gap(solved):
 
 def test_tiny_model_honours_the_time_limit():
     """The whole plan() call (build + solve + checks) ends near its 2 s limit: measured 1.8-2.1 s
-    (2-core machine, 2026-11-30), while without a limit this model takes 78 s (docs/milp.md,
-    "Time limit"). The margin (2 s limit + 6 s) leaves room for a loaded CI machine and still fails
+    (2-core machine, 2026-11-30), while without a limit this model takes 78 s
+    (docs/journal/milp-solve-times.md). The margin (2 s limit + 6 s) leaves room for a loaded CI machine and still fails
     if the limit is not honoured."""
     import time
 
@@ -689,7 +689,7 @@ def test_the_aggregated_floor_changes_no_optimum(monkeypatch):
 
 @pytest.mark.parametrize("budget,optimum_us", [(0.7, 12.14), (0.5, 51.72)])
 def test_aggregate_rows_strengthen_the_lp_relaxation(budget, optimum_us):
-    """``tiny`` cut to one layer (optimum 12.14 us at 0.7, 51.72 us at 0.5; docs/milp.md, "Time limit"): without the rows the exact model's LP relaxation is 11.39 / 11.47 us, below the capacity
+    """``tiny`` cut to one layer (optimum 12.14 us at 0.7, 51.72 us at 0.5; docs/milp.md, "Constraints (names as in the LP file)"): without the rows the exact model's LP relaxation is 11.39 / 11.47 us, below the capacity
     bound (the aggregated LP, 11.95 / 12.76 us); with them it is at least that bound, and still
     below the optimum."""
     from slackswap.mip.backends import solve_highs
