@@ -83,3 +83,22 @@ def test_reproduce_refuses_a_negative_time_limit_before_running(capsys):
     assert main(["reproduce", "--exact", "--time-limit", "-1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--time-limit" in err and "'-1'" in err
+
+
+@pytest.mark.parametrize("text, literal, expected", BUDGETS)
+def test_a_calibration_target_reads_a_budget_as_the_cli_does(text, literal, expected, tmp_path):
+    from slackswap.calibration.calibrate import read_targets
+
+    csv = tmp_path / "targets.csv"
+    csv.write_text(f"model,budget,step_time_s\ntiny,{text},1.0\n")
+    (target,) = read_targets(csv)
+    assert parse_budget(target.budget) == parse_budget(_budget_value(text)) == expected
+
+
+def test_a_bad_calibration_budget_names_its_row(tmp_path):
+    from slackswap.calibration.calibrate import read_targets
+
+    csv = tmp_path / "targets.csv"
+    csv.write_text("model,budget,step_time_s\ntiny,2.5,1.0\n")
+    with pytest.raises(BudgetError, match=r"^targets targets\.csv row 1: budget: a number > 1 is bytes"):
+        read_targets(csv)
