@@ -60,7 +60,7 @@ def _files(tmp: Path) -> dict:
 PLAN = ["plan", "--model", "tiny"]
 ROWS = [  # (argv with {file} names, text the message must contain: the field and what is wrong)
     # --budget
-    (PLAN + ["--budget", "inf"], "--budget"),
+    (PLAN + ["--budget", "2.5"], "--budget"),  # a number > 1 is whole bytes
     (PLAN + ["--budget", "-inf"], "--budget"),
     (PLAN + ["--budget", "nan"], "--budget"),
     (PLAN + ["--budget", "-1"], "--budget"),

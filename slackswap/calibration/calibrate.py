@@ -26,6 +26,7 @@ from .. import planners
 from ..core import costs
 from ..core import hardware as hw_mod
 from ..core.errors import ConfigError, SlackSwapError
+from ..core.limits import parse_budget
 from ..core.paths import data_dir
 from ..timeline import simulate
 from ..timeline.problem import Problem
@@ -81,13 +82,21 @@ def read_targets(path=None, planner: str = "slack"):
         if not value > 0 or not math.isfinite(value):
             raise ConfigError(f"targets {name} row {i + 1}: {metric[0]} must be > 0, got {r[metric[0]]!r}")
         b = str(r["budget"]).strip()
-        budget = None if b.lower() in ("none", "inf", "nan", "") else (float(b) if "." in b or "e" in b.lower() else b)
+        budget = None if b.lower() in ("nan", "") else _target_budget(b, f"targets {name} row {i + 1}: budget")
         ov = {k: int(r[k]) for k in ("batch", "seq") if k in df.columns and not pd.isna(r[k])}
         get = {k: (r[k] if k in df.columns and not pd.isna(r[k]) else d)
                for k, d in (("planner", planner), ("hardware", None), ("weight", 1.0))}
         out.append(Target(str(r["model"]), budget, metric[0], value, str(get["planner"]), get["hardware"],
                           float(get["weight"]), ov))
     return out
+
+
+def _target_budget(text: str, field: str):
+    """A target's budget, read as ``--budget`` and ``Problem.build`` read it (core.limits)."""
+    kind, amount = parse_budget(text, field)
+    if kind == "none":
+        return None
+    return int(amount) if kind == "bytes" else amount
 
 
 class _Evaluator:

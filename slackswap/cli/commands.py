@@ -28,6 +28,7 @@ from .common import (
     _problem,
     _problem_args,
     _table,
+    _time_limit_value,
     prepare_output,
     print_table,
 )
@@ -312,7 +313,7 @@ def _reproduce_args(p):
                                       "that are installed)")
     p.add_argument("--exact", action="store_true", help="add the milp planner: exact on small problems, a proven gap on full-size ones "
                         "(a fixed number of solver nodes: the same result on any machine)")
-    p.add_argument("--time-limit", type=float, default=120.0, help="MILP time limit per problem, seconds")
+    p.add_argument("--time-limit", type=_time_limit_value, default=120.0, help="MILP time limit per problem, seconds")
     p.add_argument("--workers", type=_positive_int, default=2, help="processes (default 2)")
     p.add_argument("--out", help="directory for runs.csv, published.csv/.md, gaps.csv/.md")
     p.add_argument("--graphs", choices=("analytical", "traced"), default="analytical",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 
 from ..core.errors import SlackSwapError
@@ -104,23 +103,32 @@ def _table(title: str, columns: list[str], right: set[str] = frozenset()):
 
 
 def _budget_value(text: str):
-    """``"0.5"`` -> fraction 0.5; ``"24GiB"`` / ``"1000000"`` -> bytes (Problem.build semantics)."""
+    """``--budget``, read by ``slackswap.core.limits.parse_budget`` as ``Problem.build`` reads it:
+    ``"0.5"``/``"1"`` -> fraction; ``"1e9"``/``"24GiB"`` -> bytes; ``"inf"`` -> no limit."""
 
-    from ..core.units import parse_bytes  # lazy: start-up cost of the command line
+    from ..core.limits import parse_budget  # lazy: start-up cost of the command line
 
-    bad = argparse.ArgumentTypeError(f"expected a fraction in (0, 1] of the keep-all peak or a positive "
-                                     f"number of bytes like '24GiB', got {text!r}")
     try:
-        f = float(text)
+        kind, amount = parse_budget(text, "--budget")
+    except SlackSwapError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--budget: ")) from None
+    if kind != "bytes":
+        return amount
+    try:
+        return int(float(text))
     except ValueError:
-        try:
-            parse_bytes(text, "budget")
-        except ValueError:
-            raise bad from None
-        return text
-    if not math.isfinite(f) or f <= 0:
-        raise bad
-    return f if ("." in text or "e" in text.lower() or f <= 1) else int(f)
+        return text.strip()  # a unit string, shown as written
+
+
+def _time_limit_value(text: str) -> float:
+    """``--time-limit``, read by ``slackswap.core.limits.parse_time_limit``: seconds > 0, finite."""
+
+    from ..core.limits import parse_time_limit  # lazy: start-up cost of the command line
+
+    try:
+        return parse_time_limit(text, "--time-limit")
+    except SlackSwapError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--time-limit: ")) from None
 
 
 def _param(text: str) -> tuple[str, object]:

@@ -13,9 +13,9 @@ from pydantic_core import PydanticCustomError
 
 from .. import planners
 from ..core.errors import ConfigError, SlackSwapError
+from ..core.limits import resolve_budget
 from ..core.paths import check_output, data_dir, read_document, user_path
 from ..core.schema import PosFloat, PosInt, Schema, parse
-from ..timeline.problem import resolve_budget
 from .runs import MAX_RUNS, check_runs, count_runs, sweep, variants
 
 __all__ = ["SWEEP_KEYS", "load_sweep", "run_sweep_file", "sweep_from_dict", "sweeps_dir"]

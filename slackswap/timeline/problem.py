@@ -25,9 +25,10 @@ from ..core import hardware as hw_mod
 from ..core.costs import CostModel
 from ..core.errors import BudgetError, CapacityWarning, ParameterError, SlackSwapError
 from ..core.graph import Graph
+from ..core.limits import resolve_budget
 from ..core.plan import problem_key
 from ..core.schema import check_type
-from ..core.units import format_bytes, format_seconds, parse_bytes
+from ..core.units import format_bytes, format_seconds
 from ..models import TransformerSpec
 from .schedule import memory_floor
 from .simulate import keep_all_peak_of
@@ -196,34 +197,3 @@ def capacity_warnings(static_bytes: float, activation_bytes: float, hardware, wh
     return (f"static memory {format_bytes(static_bytes)} + {what} {format_bytes(activation_bytes)} = "
             f"{format_bytes(static_bytes + activation_bytes)} exceeds the {where}",)
 
-
-def resolve_budget(budget, keep_all_peak: int) -> float:
-    """Turn a user budget into bytes: None/'inf' -> inf; float in (0, 1] -> fraction of the
-    keep-all peak; int or unit string -> bytes. Anything else raises ``BudgetError``."""
-    if budget is None or (isinstance(budget, str) and budget.strip().lower() in ("inf", "none", "unlimited")):
-        return math.inf
-    if isinstance(budget, bool):
-        raise BudgetError(f"budget: expected a fraction in (0, 1], bytes or a unit string, got {budget!r}")
-    if isinstance(budget, float):
-        if math.isinf(budget) and budget > 0:
-            return math.inf
-        if not 0 < budget <= 1:
-            raise BudgetError(f"budget: a float budget is a fraction of the keep-all peak and must be in "
-                              f"(0, 1]; got {budget!r} (give bytes as an int or a string like '24GiB')")
-        return budget * keep_all_peak
-    if isinstance(budget, str):
-        try:
-            f = float(budget)
-        except ValueError:
-            try:
-                return float(parse_bytes(budget, "budget"))
-            except SlackSwapError as e:
-                raise BudgetError(f"{e}; or a fraction in (0, 1] of the keep-all peak") from None
-        if not math.isfinite(f):
-            raise BudgetError(f"budget: expected a finite number, a unit string or 'inf' (no limit); got {budget!r}")
-        return resolve_budget(f if "." in budget or f <= 1 else int(f), keep_all_peak)
-    if isinstance(budget, int):
-        if budget <= 0:
-            raise BudgetError(f"budget: bytes must be > 0, got {budget}")
-        return float(budget)
-    raise BudgetError(f"budget: expected a fraction in (0, 1], bytes or a unit string, got {budget!r}")
