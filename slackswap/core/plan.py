@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field
 
 from .errors import PlanError
-from .paths import read_document, user_path
+from .paths import check_output, prepare_output, read_document
 from .schema import NonNegFloat, NonNegInt, Schema, check_type, parse
 from .schema import _short as _short_value
 
@@ -142,7 +142,9 @@ class Plan:
         return out
 
     def save(self, path) -> None:
-        user_path(path).write_text(json.dumps(self.to_dict(), indent=1))
+        """Write the plan as JSON; missing parent folders are created (as for every output)."""
+        check_output(path, "Plan.save(path)")
+        prepare_output(path).write_text(json.dumps(self.to_dict(), indent=1))
 
     @classmethod
     def from_dict(cls, d: Mapping, where: str = "plan file") -> Plan:
