@@ -79,3 +79,14 @@ def test_cli_outputs_create_missing_folders(tmp_path, capsys):
     out, trace = tmp_path / "p" / "plan.json", tmp_path / "t" / "trace.json"
     assert main(["plan", "--model", "tiny", "--planner", "slack", "--out", str(out), "--trace", str(trace)]) == 0
     assert out.is_file() and trace.is_file()
+
+
+def test_milp_lp_output_is_checked_like_every_output(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    target = tmp_path / "file" / "m.lp"
+    message = f"milp: write_lp: cannot create {target}: {tmp_path / 'file'} is not a directory"
+    with pytest.raises(SlackSwapError) as e:
+        planners.get("milp", write_lp=str(target))
+    assert str(e.value) == message
+    assert main(["plan", "--model", "tiny", "--planner", "milp", "--param", f"write_lp={target}"]) == 2
+    assert capsys.readouterr().err == f"slackswap: error: {message}\n"
