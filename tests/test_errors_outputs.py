@@ -90,3 +90,10 @@ def test_milp_lp_output_is_checked_like_every_output(tmp_path, capsys):
     assert str(e.value) == message
     assert main(["plan", "--model", "tiny", "--planner", "milp", "--param", f"write_lp={target}"]) == 2
     assert capsys.readouterr().err == f"slackswap: error: {message}\n"
+
+
+def test_table_outputs_create_missing_folders_like_every_output(tmp_path, capsys):
+    out = tmp_path / "new" / "r.csv"
+    assert main(["robustness", "--model", "tiny", "--budget", "0.5", "--planners", "slack",
+                 "--samples", "2", "--noise", "0", "--out", str(out)]) == 0, capsys.readouterr().err
+    assert out.read_text().splitlines()[0]
