@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.errors import SlackSwapError
-from ..core.paths import user_path
+from ..core.paths import prepare_output
 from .app import command
 from .common import (
     REPRODUCE_PLANNERS,
@@ -52,10 +52,10 @@ def _bound(text: str) -> tuple[str, tuple[float, float]]:
 def _write(console, args, df, figure) -> int:
     """``--out`` (the table as CSV) and ``--figure`` (``figure(df, path=...)``) of a command."""
     if args.out:
-        df.to_csv(user_path(args.out), index=False)
+        df.to_csv(prepare_output(args.out), index=False)
         console.print(f"table written to {args.out}")
     if args.figure:
-        figure(df, path=args.figure)
+        figure(df, path=prepare_output(args.figure))
         console.print(f"figure written to {args.figure}")
     return 0
 
@@ -99,7 +99,7 @@ def _calibrate(args, console) -> int:
     print_table(console, _df_table("Rows (residual = simulated / target - 1; closest: best residual of any "
                             "setting tried within the bounds)", cal.rows, floatfmt=".6g"))
     if args.csv:
-        cal.rows.to_csv(user_path(args.csv), index=False)
+        cal.rows.to_csv(prepare_output(args.csv), index=False)
         console.print(f"rows written to {args.csv}")
     if args.out:
         path = cal.write_hardware(args.out, allow_presets=args.into_presets, overwrite=args.force)

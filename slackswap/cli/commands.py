@@ -404,7 +404,7 @@ def _measure_args(p):
 
 @command("measure", "run keep-all, recompute-all and a plan of a real PyTorch model: measured vs simulated", _measure_args)
 def _measure(args, console) -> int:
-    from ..core.paths import user_path  # lazy: start-up cost of the command line
+    from ..core.paths import prepare_output  # lazy: start-up cost of the command line
     from ..core.plan import Plan as _Plan  # lazy: start-up cost of the command line
     from ..torch.measure_step import load_model, measure  # torch: an optional dependency
 
@@ -430,10 +430,10 @@ def _measure(args, console) -> int:
     if args.profile_out:
         console.print(f"profile written to {args.profile_out}")
     if args.figure:
-        r.figure(args.figure)
+        r.figure(prepare_output(args.figure))
         console.print(f"figure written to {args.figure}")
     if args.csv:
-        df.to_csv(user_path(args.csv), index=False)
+        df.to_csv(prepare_output(args.csv), index=False)
         console.print(f"table written to {args.csv}")
     return 0
 

@@ -30,14 +30,18 @@ def read_document(path, fmt: str, what: str, exc):
     """``(path, parsed document)`` of a user's JSON or TOML file (``fmt``: "json" | "toml"); a
     missing, unreadable or malformed file raises ``exc`` with one line naming the file:
     ``"<what>: <path> does not exist"``, ``"<name>: cannot read <path>: ..."``,
-    ``"<name>: not valid JSON (...)"``."""
+    ``"<name>: not valid JSON (...)"``. A JSON object that gives a key twice is refused naming the
+    key and where it is (``"<name>: decisions[1]: expected each key once; got '1' twice"``):
+    ``json`` would silently keep the last one."""
     p = user_path(path)
     if not p.is_file():
         raise exc(f"{what}: {p} does not exist")
     try:
         text = p.read_text()
         if fmt == "json":
-            return p, json.loads(text)
+            doc = json.loads(text, object_pairs_hook=_pairs)
+            _refuse_repeated_keys(doc, p.name, exc)
+            return p, doc
         return p, tomllib.loads(text)
     except json.JSONDecodeError as e:
         raise exc(f"{p.name}: not valid JSON ({e.msg} at line {e.lineno})") from None
@@ -45,6 +49,45 @@ def read_document(path, fmt: str, what: str, exc):
         raise exc(f"{p.name}: not valid TOML ({e})") from None
     except (OSError, UnicodeDecodeError) as e:
         raise exc(f"{p.name}: cannot read {p}: {e}") from None
+
+
+class _RepeatedKeys(dict):
+    """A JSON object that gave ``repeated`` (its first key given twice): refused once parsed."""
+
+    repeated: str = ""
+
+
+def _pairs(pairs):
+    seen = set()
+    for key, _ in pairs:
+        if key in seen:
+            out = _RepeatedKeys(pairs)
+            out.repeated = key
+            return out
+        seen.add(key)
+    return dict(pairs)
+
+
+def _repeated_key(doc, path=()):
+    """``(path, key)`` of the first object of ``doc`` that gave a key twice, else None."""
+    if isinstance(doc, _RepeatedKeys):
+        return path, doc.repeated
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for k, v in items:
+        found = _repeated_key(v, path + (k,))
+        if found is not None:
+            return found
+    return None
+
+
+def _refuse_repeated_keys(doc, name: str, exc) -> None:
+    found = _repeated_key(doc)
+    if found is not None:
+        from .schema import _path  # lazy: schema imports pydantic
+
+        path, key = found
+        head = _path(path + (key,))
+        raise exc(f"{name}: {head}: expected each key once; got {key!r} twice")
 
 
 def check_output(path, option: str, directory: bool = False) -> None:

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field
 
 from .errors import PlanError
-from .paths import read_document, user_path
+from .paths import check_output, prepare_output, read_document
 from .schema import NonNegFloat, NonNegInt, Schema, check_type, parse
 from .schema import _short as _short_value
 
@@ -90,6 +90,10 @@ class Plan:
             raise PlanError(f"Plan(decisions): expected a dict {{tensor id: Decision}}; got {_short(self.decisions)}")
         if not isinstance(self.issue_points, Mapping):
             raise PlanError(f"Plan(issue_points): expected a dict {{tensor id: stage}}; got {_short(self.issue_points)}")
+        for name in ("decisions", "issue_points", "hold_points"):   # 1 and "1": one tensor, two entries
+            entries = getattr(self, name)
+            if isinstance(entries, Mapping) and not all(type(k) is int for k in entries):
+                _once(entries, lambda k, n=name: _int(k, f"Plan.{n}[{k!r}]"), f"Plan.{name}", "expected each tensor once")
         object.__setattr__(self, "decisions", {
             k if type(k) is int else _int(k, f"Plan.decisions[{k!r}]"):
             v if type(v) is Decision else Decision.parse(v, f"Plan.decisions[{k!r}]")
@@ -138,11 +142,17 @@ class Plan:
         return out
 
     def save(self, path) -> None:
-        user_path(path).write_text(json.dumps(self.to_dict(), indent=1))
+        """Write the plan as JSON; missing parent folders are created (as for every output)."""
+        check_output(path, "Plan.save(path)")
+        prepare_output(path).write_text(json.dumps(self.to_dict(), indent=1))
 
     @classmethod
     def from_dict(cls, d: Mapping, where: str = "plan file") -> Plan:
         """A plan from its JSON document, parsed by ``PlanFile`` (``PlanError`` names the field)."""
+        if isinstance(d, Mapping):
+            for name in ("decisions", "issue_points", "hold_points"):
+                if isinstance(d.get(name), Mapping):
+                    _once(d[name], _tensor_id, f"{where}: {name}", "expected each tensor once")
         doc = parse(PlanFile, d, where, exc=PlanError)
         i = doc.info
         info = SolveInfo(status=Status(i.status), objective=i.objective, lower_bound=i.lower_bound, gap=i.gap,
@@ -160,6 +170,17 @@ class Plan:
 def _short(x) -> str:
     text = repr(x)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _once(entries: Mapping, as_id, field: str, expected: str) -> None:
+    """Raise ``PlanError`` when two keys of ``entries`` name the same tensor (``"1"``, ``"01"``,
+    ``1``): a plan file or dict that decides a tensor twice would silently keep one decision."""
+    first: dict = {}
+    for k in entries:
+        t = as_id(k)
+        if isinstance(t, int) and t in first:
+            raise PlanError(f"{field}[{k!r}]: {expected}; got tensor {t} again (already given as {first[t]!r})")
+        first.setdefault(t, k)
 
 
 def _int(x, field: str, what: str = "tensor id or stage") -> int:

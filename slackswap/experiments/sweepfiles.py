@@ -15,7 +15,7 @@ from .. import planners
 from ..core.errors import ConfigError, SlackSwapError
 from ..core.limits import resolve_budget
 from ..core.paths import check_output, data_dir, read_document, user_path
-from ..core.schema import PosFloat, PosInt, Schema, parse
+from ..core.schema import PosFloat, PosInt, Schema, _short, parse
 from .runs import MAX_RUNS, check_runs, count_runs, sweep, variants
 
 __all__ = ["SWEEP_KEYS", "load_sweep", "run_sweep_file", "sweep_from_dict", "sweeps_dir"]
@@ -110,6 +110,7 @@ def sweep_from_dict(doc, where: str = "sweep", default_name: str = "sweep", max_
     """``load_sweep`` of an already-parsed document (``where`` names it in errors)."""
 
     f = parse(SweepFile, doc, where)
+    _each_once(f, where)
     if isinstance(f.budgets, BudgetRange):
         check_runs(f.budgets.count(), max_runs, f"{where}: budgets")   # before the list is made
         budgets = f.budgets.values()
@@ -134,6 +135,27 @@ def sweep_from_dict(doc, where: str = "sweep", default_name: str = "sweep", max_
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     return out
+
+
+def _each_once(f: SweepFile, where: str) -> None:
+    """Refuse a value given twice in one axis (two equal budgets, models, planners, variant labels,
+    links or overrides): the sweep would compute the same runs twice and its table could not tell
+    them apart. Raised before any run, naming the axis, the position and the value."""
+    axes = {"models": f.models, "hardware": f.hardware, "planners": f.planners, "links": f.links,
+            "overrides": f.overrides}
+    if not isinstance(f.budgets, BudgetRange):
+        axes["budgets"] = f.budgets
+    if f.variants is not None:
+        axes["variants"] = [v.label for v in f.variants]
+    for axis, values in axes.items():
+        if not isinstance(values, list):
+            continue
+        for j, v in enumerate(values):
+            i = next(i for i, u in enumerate(values) if u == v)
+            if i < j:
+                field = f"variants[{j}].label" if axis == "variants" else f"{axis}[{j}]"
+                raise ConfigError(f"{where}: {field}: expected each value once (the same as {axis}[{i}]); "
+                                  f"got {_short(v)}")
 
 
 def run_sweep_file(path, out=None, **kw):

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.paths import user_path
+from ..core.errors import SlackSwapError
+from ..core.paths import check_output, prepare_output
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,14 @@ class SimResult:
                               "duration_s": e.end - e.start} for e in self.events])
 
     def to_chrome_trace(self, path=None) -> dict:
-        """Chrome trace-event JSON (open in chrome://tracing or ui.perfetto.dev); microseconds."""
+        """Chrome trace-event JSON (open in chrome://tracing or ui.perfetto.dev); microseconds.
+        A result simulated with ``detail=False`` has no timeline: refused (``SlackSwapError``)
+        rather than written empty. ``path``: missing parent folders are created."""
+        if self.feasible and not self.events:   # a step that fits always has compute events
+            raise SlackSwapError("to_chrome_trace: the result has no timeline; expected a result of "
+                                 "simulate(problem, plan, detail=True); got one simulated with detail=False")
+        if path is not None:
+            check_output(path, "to_chrome_trace(path)")
         tid = {"compute": 1, "d2h": 2, "h2d": 3}
         ev = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": v, "args": {"name": k}} for k, v in tid.items()]
         for e in self.events:
@@ -86,5 +94,5 @@ class SimResult:
                        "args": {"bytes": int(b)}})
         out = {"traceEvents": ev, "displayTimeUnit": "ms"}
         if path is not None:
-            user_path(path).write_text(json.dumps(out))
+            prepare_output(path).write_text(json.dumps(out))
         return out

@@ -25,6 +25,7 @@ from pydantic_core import PydanticCustomError
 from ... import bounds  # bounds.aggregate_bound, ... looked up at call time (tests replace them)
 from ...bounds import AGGREGATE_SOLVERS
 from ...core.errors import SlackSwapError
+from ...core.paths import check_output, prepare_output
 from ...core.plan import Decision, Plan, SolveInfo, Status, validate
 from ...core.schema import NonNegFloat, NonNegInt, PosInt, Schema
 from ...mip.backends import BACKENDS, solve, solve_highs
@@ -172,6 +173,8 @@ class MilpPlanner:
                  hold_points: bool = False, aggregate_solver: str = "auto"):
         args = {k: v for k, v in locals().items() if k in self.Params.model_fields}
         self._set(check_params("milp", self.Params, **args))
+        if self.write_lp:   # an output like any other: checked before any work
+            check_output(self.write_lp, "milp: write_lp")
 
     def _set(self, p: Params) -> None:
         for k, v in p.model_dump().items():
@@ -191,6 +194,8 @@ class MilpPlanner:
     def _check(self):
         """Parse the parameters (also after an attribute was changed) by ``Params``."""
         self._set(check_params("milp", self.Params, **{k: getattr(self, k) for k in self.Params.model_fields}))
+        if self.write_lp:   # an output like any other: checked before any work, parents created
+            check_output(self.write_lp, "milp: write_lp")
 
     def build(self, problem, deadline: float | None = None):
         """The built model (``.model`` has ``to_lp(path)`` / ``to_mps(path)``)."""
@@ -243,7 +248,8 @@ class MilpPlanner:
         if floor is not None and floor > problem.ideal_step_s:
             add_floor(built, problem, floor)
         if self.write_lp:
-            (model.to_mps if str(self.write_lp).endswith(".mps") else model.to_lp)(self.write_lp)
+            lp = str(prepare_output(self.write_lp))
+            (model.to_mps if lp.endswith(".mps") else model.to_lp)(lp)
         start = None
         if warm is not None:
             start = {}
