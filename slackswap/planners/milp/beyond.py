@@ -18,7 +18,7 @@ from ...timeline import simulate
 from ...timeline.schedule import default_d2h_order
 from ..dp import multilevel_plan
 from . import incumbent as _improve  # incumbent.improve looked up at call time (tests replace it)
-from .clock import import_cost
+from .clock import import_cost, time_left
 from .solution import AGGREGATE_PROOF_GAP, CHAIN_DEPTH, _decisions, _gap, chain_search
 
 
@@ -27,8 +27,8 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
     presets (``MilpPlanner._background_scip``), SCIP on the aggregated MILP in a second thread
     (``bounds.BackgroundBound``) from here until the limit; it is stopped if the planner raises."""
     bg = None
-    if deadline is not None and self._background_scip(problem) and deadline - time.perf_counter() > 1.0:
-        bg = bounds.BackgroundBound(problem, deadline - time.perf_counter(), mip_rel_gap=max(self.mip_rel_gap, 1e-6))
+    if deadline is not None and self._background_scip(problem) and time_left(deadline) > 1.0:
+        bg = bounds.BackgroundBound(problem, time_left(deadline), mip_rel_gap=max(self.mip_rel_gap, 1e-6))
     try:
         return _beyond_exact(self, problem, warm, src, wall, deadline, bg)
     except BaseException:
@@ -81,18 +81,18 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
                 best, obj, inc = cand, rc.step_time_s, f"incumbent: {label}"
 
     cap = self._aggregate_time(problem)
-    left = cap if deadline is None else min(cap, deadline - time.perf_counter())
+    left = cap if deadline is None else min(cap, time_left(deadline))
     if deadline is not None and import_cost():   # the import is not part of the solver's limit
         if left < import_cost() + 0.5:
             left = 0.0
         else:
             import scipy.optimize  # noqa: F401
-            left = min(cap, deadline - time.perf_counter())
+            left = min(cap, time_left(deadline))
     sims = self._improve_work(problem)
     if bg is not None and self.improve_sims is None:    # SCIP runs until the limit: so does the search
         sims = UNTIL_THE_LIMIT
     if deadline is not None and sims:   # leave the incumbent search half the time
-        left = min(left, 0.5 * (deadline - time.perf_counter()))
+        left = min(left, 0.5 * time_left(deadline))
     if left > 0.5 and self.aggregate_nodes != 0 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
         t_agg = time.perf_counter()
         nodes, releases = self._aggregate_work(problem)
@@ -113,7 +113,7 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
             if not releases and deadline is not None and obj is not None \
                     and _gap(obj, bound) > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
                 # cutoff probes between the bound and the incumbent (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps")
-                share = min(cap, PROBE_SHARE * (deadline - time.perf_counter()))
+                share = min(cap, PROBE_SHARE * time_left(deadline))
                 if share / PROBE_PARTS >= PROBE_MIN_S:
                     low, found, proofs, probes = bounds.probe_bound(
                         problem, agg, bound, obj, share, share / PROBE_PARTS,
@@ -126,9 +126,9 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
                                  _aggregate_plan(self, problem, agg, r))
             if releases and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
                 # the tight rows, in a second pass (MilpPlanner._tight_aggregate)
-                rest = cap if deadline is None else min(cap, deadline - time.perf_counter())
+                rest = cap if deadline is None else min(cap, time_left(deadline))
                 if deadline is not None and sims:
-                    rest = min(rest, 0.5 * (deadline - time.perf_counter()))
+                    rest = min(rest, 0.5 * time_left(deadline))
                 tight, cand2 = self._tight_aggregate(problem, nodes, rest)
                 if tight is not None and tight > bound:
                     bound, how = tight, "dual bound of the aggregated MILP with its tight rows"
@@ -149,7 +149,7 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
     if chains is not None and (obj is None or _gap(obj, bound) > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP)):
         # a third pass with the chain rows while a gap is still open after the search (not where
         # the gap is only the bound's shave for the solver's tolerance): MilpPlanner._tight_aggregate
-        rest = cap if deadline is None else min(cap, deadline - time.perf_counter())
+        rest = cap if deadline is None else min(cap, time_left(deadline))
         deep, cand3 = self._tight_aggregate(problem, chains, rest, CHAIN_DEPTH)
         if deep is not None and deep > bound:
             bound, how = deep, "dual bound of the aggregated MILP with its tight and chain rows"

@@ -30,6 +30,12 @@ SCIPY_IMPORT_S = 1.5
 on the 2-core CI machine under load; counted once per process."""
 
 
+def time_left(deadline: float) -> float:
+    """Seconds left before ``deadline`` (a ``time.perf_counter()`` value; negative once past)."""
+
+    return deadline - time.perf_counter()
+
+
 def import_cost() -> float:
     """Seconds still to spend importing what the bounds need (0 once imported)."""
 
