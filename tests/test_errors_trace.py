@@ -25,3 +25,12 @@ def test_trace_cuda_without_cuda_is_one_line():
     with pytest.raises(ParameterError) as exc:
         trace(NET, (X,), device="cuda")
     assert str(exc.value) == "trace: device: CUDA is not available on this machine; got 'cuda'"
+
+
+def test_apply_with_planner_name_is_one_line():
+    from slackswap.torch.executor import apply
+    g = trace(NET, (X,), device="cpu")
+    with pytest.raises(ParameterError) as exc:
+        apply(NET, "swap-all", g)
+    assert str(exc.value) == ("apply: plan: expected a Plan (a planner name: plan it first, "
+                              "planners.get(name).plan(problem)); got 'swap-all'")
