@@ -55,3 +55,11 @@ def test_traced_config_checked_before_transformers(tmp_path, cfg, line):
     with pytest.raises(ConfigError) as exc:
         build(f"hf:{p}")
     assert str(exc.value) == (line[1:] if line.startswith("!") else f"{p}: {line}"), str(exc.value)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_build_on_missing_cuda_is_one_line():
+    from slackswap.core.errors import ParameterError
+    with pytest.raises(ParameterError) as exc:
+        build("hf:tiny-gpt2", device="cuda:7")
+    assert str(exc.value) == "models.build(device): device: CUDA is not available on this machine; got 'cuda:7'"

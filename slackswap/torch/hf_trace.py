@@ -123,6 +123,9 @@ def build_graph(name_or_path: str | Path, default_shape: tuple[int, int] | None 
         if k not in OVERRIDES:
             raise ConfigError(f"{k}: not an option of a traced HF model; allowed: "
                               f"{', '.join(OVERRIDES)}")
+    if overrides.get("device", "meta") != "meta":
+        from ._check import check_device
+        check_device(overrides["device"], "models.build(device)")
     cfg, name = load_config(name_or_path)
     if "max_positions" in overrides:
         keys = [k for k in ("max_position_embeddings", "n_positions", "n_ctx") if k in cfg]
