@@ -56,7 +56,8 @@ def test_hf_config_path(tmp_path):
     g = models.build(f"hf:{p}", seq=32, batch=2)
     assert g.name == f"hf:{tmp_path.name}" and g.spec.model_name == "BertForPreTraining"
     bad = tmp_path / "bad.json"
-    bad.write_text('{"model_type": "gpt2", "architectures": ["NoSuchModel"]}')
+    bad.write_text('{"model_type": "gpt2", "architectures": ["NoSuchModel"], "n_layer": 2, "n_embd": 64, '
+                   '"n_head": 4, "vocab_size": 100, "n_positions": 64}')
     with pytest.raises(ConfigError, match="architectures"):
         models.build(f"hf:{bad}", seq=8)
 

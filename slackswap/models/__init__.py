@@ -54,6 +54,8 @@ def build(name_or_spec: str | Path | TransformerSpec, /, max_ops: int | None = _
             raise ConfigError(f"model {name_or_spec!r}: tracing needs {exc.name}; install the "
                               "extra: pip install 'slackswap[torch]'") from exc
         cfg, name = load_config(name_or_spec[3:])
+        given = Path(name_or_spec[3:]).expanduser()   # the declared schema, before transformers sees it
+        from_hf_config(given if given.suffix == ".json" or given.is_dir() else cfg)
         _check_traced_size(name_or_spec, cfg, max_ops)
         preset = load(name) if name in available() else None   # traced at its preset's shape
         return build_graph(name_or_spec[3:], default_shape=preset and (preset.batch, preset.seq), **overrides)

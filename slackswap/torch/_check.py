@@ -21,3 +21,33 @@ def check_plan(plan, graph) -> None:
         raise PlanError(f"plan.decisions: does not match the planning tensors of {graph.name!r} "
                         f"(missing {miss[:5]}, not planning {extra[:5]})")
     check_hold_points(graph, plan)
+
+
+def check_device(device, where: str):
+    """Return ``torch.device(device)`` once it is known to exist on this machine: ``cuda``,
+    ``cuda:N`` and ``mps`` are checked before any work, so a missing driver is one line."""
+    import torch
+
+    from ..core.errors import ParameterError
+    if isinstance(device, torch.device):
+        dev = device
+    else:
+        if not isinstance(device, str):
+            raise ParameterError(f"{where}: device: expected a device name ('cpu', 'cuda', 'cuda:0', "
+                                 f"'mps', 'meta'); got {device!r}"[:200])
+        try:
+            dev = torch.device(device)
+        except (RuntimeError, ValueError):
+            raise ParameterError(f"{where}: device: expected a device name ('cpu', 'cuda', 'cuda:0', "
+                                 f"'mps', 'meta'); got {device!r}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ParameterError(f"{where}: device: CUDA is not available on this machine; got {str(dev)!r}")
+        n = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= n:
+            raise ParameterError(f"{where}: device: must be one of cuda:0..cuda:{n - 1}; got {str(dev)!r}")
+    elif dev.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise ParameterError(f"{where}: device: MPS is not available on this machine; got {str(dev)!r}")
+    return dev

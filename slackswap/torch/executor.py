@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..core.errors import ConfigError, ExecutionError
-from ..core.plan import Decision
+from ..core.errors import ConfigError, ExecutionError, ParameterError
+from ..core.plan import Decision, Plan
 from . import _ledger
 from ._check import check_plan
 from ._record import Recorder, Ref, describe, replay, storage_key, view_of
@@ -477,6 +477,9 @@ def apply(model, plan, graph, *, problem=None, issue_points=None, track=True,
     ``host_lead`` (CUDA; default None, no limit): the host waits until the compute stream is at
     most this many saved tensors (forward) or backward stages behind it (docs/executor.md).
     """
+    if not isinstance(plan, Plan):
+        hint = " (a planner name: plan it first, planners.get(name).plan(problem))" if isinstance(plan, str) else ""
+        raise ParameterError(f"apply: plan: expected a Plan{hint}; got {plan!r}"[:200])
     return Execution(model, plan, graph, problem=problem, issue_points=issue_points, track=track,
                      host_lead=host_lead)
 

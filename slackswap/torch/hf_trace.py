@@ -44,17 +44,19 @@ def load_config(name_or_path: str | Path) -> tuple[dict, str]:
     text = str(name_or_path)
     if isinstance(name_or_path, str) and text in available():
         path = hf_dir() / f"{text}.json"
-    elif text.endswith(".json") or Path(text).is_dir():
-        path = Path(text)
+    elif text.endswith(".json") or Path(text).expanduser().is_dir():
+        path = Path(text).expanduser()
         path = path / "config.json" if path.is_dir() else path
     else:
         raise UnknownNameError("HF config", text, available() + ["<path>/config.json"])
     try:
         cfg = json.loads(path.read_text())
     except OSError as exc:
-        raise ConfigError(f"config.json: cannot read {path}: {exc}") from exc
+        raise ConfigError(f"config.json: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: expected a JSON text file; got binary data") from None
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"config.json: {path} is not valid JSON: {exc}") from exc
+        raise ConfigError(f"config.json: {path} is not valid JSON: {exc}") from None
     if not isinstance(cfg, dict) or not isinstance(cfg.get("model_type"), str):
         raise ConfigError(f"model_type: {path} must be a JSON object with a model_type")
     name = path.stem if path.stem != "config" else path.parent.name
@@ -121,6 +123,9 @@ def build_graph(name_or_path: str | Path, default_shape: tuple[int, int] | None 
         if k not in OVERRIDES:
             raise ConfigError(f"{k}: not an option of a traced HF model; allowed: "
                               f"{', '.join(OVERRIDES)}")
+    if overrides.get("device", "meta") != "meta":
+        from ._check import check_device
+        check_device(overrides["device"], "models.build(device)")
     cfg, name = load_config(name_or_path)
     if "max_positions" in overrides:
         keys = [k for k in ("max_position_embeddings", "n_positions", "n_ctx") if k in cfg]

@@ -22,7 +22,7 @@ import torch
 from .. import planners
 from ..core import profile
 from ..core.costs import CostModel
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, ParameterError
 from ..core.plan import Decision, Plan
 from ..report import measure_figures  # measure_figures.measurement_figure looked up at call time
 from ..timeline import simulate
@@ -129,7 +129,11 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
     A plan over the budget still runs; its row says it exceeds the budget. The profile's per-op
     times are the fastest of ``trace_repeats`` timed traces. ``host_lead``: as in ``apply``."""
 
-    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    from ._check import check_device
+    for arg, value in (("repeats", repeats), ("trace_repeats", trace_repeats)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ParameterError(f"measure: {arg}: must be an integer >= 1; got {value!r}")
+    dev = check_device(device or ("cuda" if torch.cuda.is_available() else "cpu"), "measure")
     model = model.to(dev)
     inputs = _move(inputs, dev)
     loss_fn = loss_fn or _default_loss

@@ -104,6 +104,14 @@ def trace(model: torch.nn.Module, example_inputs, loss_fn=None, *, device: str =
     if not isinstance(example_inputs, (tuple, list, Mapping)):
         raise ConfigError("example_inputs: expected a tuple of positional arguments or a dict "
                           f"of keyword arguments; got {type(example_inputs).__name__}")
+    if isinstance(example_inputs, Mapping):
+        for k in example_inputs:
+            if not isinstance(k, str):
+                raise ConfigError("trace: example_inputs: expected a dict of keyword arguments "
+                                  f"(string keys); got key {k!r}")
+    if device == "cuda":
+        from ._check import check_device
+        check_device(device, "trace")
     if kernels == "auto":
         kernels = "cuda" if device == "meta" else "native"
     t_start = time.perf_counter()
