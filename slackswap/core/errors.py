@@ -15,9 +15,14 @@ class UnknownNameError(SlackSwapError):
     """An unknown model, hardware or planner name; the message lists the known ones."""
 
     def __init__(self, what: str, name: str, known: list[str] | tuple[str, ...], where: str = ""):
-        self.what, self.name, self.known = what, name, sorted(known)
+        self.what, self.name, self.known, self.where = what, name, sorted(known), where
         head = f"{where}: " if where else ""
         super().__init__(f"{head}unknown {what} {name!r}; known: {', '.join(self.known)}")
+
+    def __reduce__(self):
+        # Rebuild from the constructor's own arguments so the error survives pickling
+        # (e.g. when raised in a worker process) with the same type and message.
+        return (type(self), (self.what, self.name, self.known, self.where))
 
 
 class GraphError(SlackSwapError):
