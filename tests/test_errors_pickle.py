@@ -28,3 +28,20 @@ def test_error_round_trips_through_pickle(cls):
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is type(err)
     assert str(back) == str(err)
+
+
+def _raise_in_worker(cls):
+    raise _instance(cls)
+
+
+def test_errors_cross_a_two_worker_process_pool():
+    from concurrent.futures import ProcessPoolExecutor
+
+    classes = _all_error_classes()
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        futures = [(cls, pool.submit(_raise_in_worker, cls)) for cls in classes]
+        for cls, fut in futures:
+            with pytest.raises(cls) as info:
+                fut.result(timeout=60)
+            assert type(info.value) is cls
+            assert str(info.value) == str(_instance(cls))
