@@ -45,3 +45,14 @@ def test_errors_cross_a_two_worker_process_pool():
                 fut.result(timeout=60)
             assert type(info.value) is cls
             assert str(info.value) == str(_instance(cls))
+
+
+def test_sensitivity_unknown_model_with_two_workers_is_one_line(capsys):
+    from slackswap.cli.app import main
+
+    rc = main(["sensitivity", "--models", "gpt5", "--workers", "2"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.splitlines() == [
+        "slackswap: error: unknown model 'gpt5'; known: bert-large, gpt2, gpt2-xl, llama-2-7b, llama-7b, tiny"
+    ]
