@@ -11,7 +11,7 @@ from slackswap.experiments.synthetic import chain
 from slackswap.planners.milp.clock import MIN_TIME_LIMIT_S
 
 
-@pytest.mark.parametrize("bad", [0, -1, 0.5, 1, 1.99, math.inf, math.nan, True, "3", [3]])
+@pytest.mark.parametrize("bad", [0, -1, 0.5, 1, 1.99, math.inf, math.nan, True, "three", [3]])
 def test_limits_that_cannot_be_honoured_are_refused(bad):
     p = Problem.build("tiny", "a100-80gb", 0.9)
     with pytest.raises(SlackSwapError, match=r"milp: time_limit_s: (must be >= 2|expected a (finite )?number)"):

@@ -87,6 +87,25 @@ def _hardware(args, console) -> int:
     return 0
 
 
+def _planners_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?", help="a planner: list its parameters (default: list the planners)")
+
+
+@command("planners", "list the planners, or one planner's parameters (`slackswap planners milp`)", _planners_args)
+def _planners(args, console) -> int:
+    from .. import planners  # lazy: start-up cost of the command line
+
+    if args.name is None:
+        for name in planners.available():
+            console.print(f"{name}: {', '.join(planners.param_names(name)) or '(no parameters)'}",
+                          highlight=False, soft_wrap=True)
+        console.print("`slackswap planners NAME` lists a planner's parameters; `slackswap plan --planner NAME "
+                      "--param KEY=VALUE` sets one.", highlight=False, soft_wrap=True)
+        return 0
+    console.print(planners.params_text(args.name), highlight=False, soft_wrap=True, markup=False)
+    return 0
+
+
 def _graph_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="a model preset (see `slackswap models`) or an HF config.json path")
     p.add_argument("--seq", type=_positive_int, help="sequence length (default: the preset's)")
@@ -178,7 +197,8 @@ def _plan_args(p):
     _problem_args(p)
     p.add_argument("--planner", default="slack", help="planner name (default slack)")
     p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
-                   help="planner parameter (repeatable; values parsed as JSON when possible)")
+                   help="planner parameter (repeatable; values parsed as JSON when possible); "
+                        "`slackswap planners NAME` lists a planner's parameters")
     p.add_argument("--out", help="write the plan as JSON")
     p.add_argument("--trace", help="write the simulated timeline as a Chrome trace JSON")
     p.add_argument("--figure", help="write a timeline figure (PNG, PDF, SVG)")

@@ -83,18 +83,21 @@ def resolve_budget(budget, keep_all_peak: int, field: str = "budget") -> float:
     return amount * keep_all_peak if kind == "fraction" else amount
 
 
-def parse_time_limit(value, field: str = "time_limit_s", allow_none: bool = False) -> float | None:
-    """Seconds > 0 and finite, from a number or a numeric string. ``None`` (no limit) only where
+def parse_time_limit(value, field: str = "time_limit_s", allow_none: bool = False,
+                     minimum: float | None = None) -> float | None:
+    """Seconds > 0 and finite, from a number or a numeric string, and at least ``minimum`` where
+    one is given (the milp planner's ``MIN_TIME_LIMIT_S``). ``None`` (no limit) only where
     ``allow_none``. Anything else raises ``ParameterError`` naming ``field``."""
     if value is None and allow_none:
         return None
-    bad = ParameterError(f"{field}: expected a finite number of seconds > 0; got {value!r}")
+    least = "> 0" if minimum is None else f">= {minimum:g}"
+    bad = ParameterError(f"{field}: expected a finite number of seconds {least}; got {value!r}")
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise bad
     try:
         f = float(value)
     except ValueError:
         raise bad from None
-    if not math.isfinite(f) or f <= 0:
+    if not math.isfinite(f) or f <= 0 or (minimum is not None and f < minimum):
         raise bad
     return f

@@ -1,5 +1,18 @@
 """Planners: ``get(name, **params)``, ``available()``, ``register(name)`` (docs/planners.md)."""
 
-from .base import FunctionPlanner, Planner, Tags, available, get, make_plan, register, unregister
+from .base import (
+    FunctionPlanner,
+    Parameterised,
+    Planner,
+    Tags,
+    available,
+    get,
+    make_plan,
+    param_names,
+    params_text,
+    register,
+    unregister,
+)
 
-__all__ = ["FunctionPlanner", "Planner", "Tags", "available", "get", "make_plan", "register", "unregister"]
+__all__ = ["FunctionPlanner", "Parameterised", "Planner", "Tags", "available", "get", "make_plan", "param_names",
+           "params_text", "register", "unregister"]

@@ -16,7 +16,19 @@ import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from types import UnionType
+from typing import (
+    Annotated,
+    Any,
+    ClassVar,
+    Literal,
+    Protocol,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    runtime_checkable,
+)
 
 from ..core.errors import ParameterError, SlackSwapError, UnknownNameError
 from ..core.plan import Decision, Plan, SolveInfo, Status
@@ -52,6 +64,98 @@ def check_params(planner: str, schema: type[S], **params) -> S:
     boolean, ``True`` is not a number); a bad one raises ``ParameterError`` naming
     ``<planner>: <parameter>`` and what was expected."""
     return parse(schema, params, planner, exc=ParameterError)
+
+
+class NoParams(Schema):
+    """A planner without parameters."""
+
+
+def _type_text(ann) -> str:
+    """A field's type as the docs and ``slackswap planners NAME`` write it."""
+    origin = get_origin(ann)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in get_args(ann))
+    if origin is Annotated:
+        base, *extra = get_args(ann)
+        return _type_text(base) + _bounds([m for e in extra for m in getattr(e, "metadata", [e])])
+    if origin in (Union, UnionType):
+        return " | ".join(_type_text(a) for a in get_args(ann))
+    if ann is type(None):
+        return "None"
+    return getattr(ann, "__name__", str(ann))
+
+
+_BOUNDS = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
+
+
+def _bounds(metadata) -> str:
+    bounds = [f"{op} {getattr(m, k)}" for m in metadata for k, op in _BOUNDS if hasattr(m, k)]
+    return (" " + ", ".join(bounds)) if bounds else ""
+
+
+def param_rows(schema: type[Schema]) -> list[tuple[str, str, str, str]]:
+    """``(name, type, default, description)`` of each field of a planner's ``Params``, in
+    declaration order: the one source of its constructor, ``params``, ``slackswap planners NAME``
+    and the "Parameters" table of docs/planners.md."""
+    out = []
+    for name, f in schema.model_fields.items():
+        ann = f.annotation
+        typ = _type_text(ann) + _bounds(f.metadata)
+        out.append((name, typ, repr(f.default), f.description or ""))
+    return out
+
+
+def params_signature(schema: type[Schema]) -> inspect.Signature:
+    """The constructor's signature derived from ``schema``: one keyword (or positional, in
+    declaration order) argument per field, with its default."""
+    return inspect.Signature([inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default,
+                                                annotation=_type_text(f.rebuild_annotation()))
+                              for n, f in schema.model_fields.items()])
+
+
+class Parameterised:
+    """Base of a planner whose parameters are declared once, in its ``Params`` schema (a
+    ``Field(description=...)`` each). The constructor (``__init__``, its signature), ``params``,
+    ``slackswap planners NAME`` and the "Parameters" table of docs/planners.md are derived from it.
+
+    The constructor parses the arguments by ``Params`` (``check_params``: a bad one raises
+    ``ParameterError`` naming ``<planner>: <parameter>``), stores each as an attribute and then
+    calls ``_checked()`` (a planner's further checks, e.g. an output path); ``params`` is every
+    field's current value, in declaration order."""
+
+    name: ClassVar[str] = ""
+    Params: ClassVar[type[Schema]] = NoParams
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        cls.__signature__ = params_signature(cls.Params)
+
+    def __init__(self, *args, **kwargs):
+        fields = list(self.Params.model_fields)
+        if len(args) > len(fields):
+            raise ParameterError(f"{self.name}: expected at most {len(fields)} positional parameters "
+                                 f"({', '.join(fields) or 'none'}); got {len(args)}")
+        given = dict(zip(fields, args, strict=False))
+        for k, v in kwargs.items():
+            if k not in self.Params.model_fields:
+                raise ParameterError(f"{self.name}: {k}: unknown parameter; allowed: {', '.join(fields) or 'none'}")
+            if k in given:
+                raise ParameterError(f"{self.name}: {k}: given twice (by position and by name); got {v!r}")
+            given[k] = v
+        self._store(check_params(self.name, self.Params, **given))
+        self._checked()
+
+    def _store(self, p: Schema) -> None:
+        for k in self.Params.model_fields:
+            setattr(self, k, getattr(p, k))
+
+    def _checked(self) -> None:
+        """Checks beyond ``Params`` after the parameters are stored (none by default)."""
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Every parameter's current value, in declaration order (recorded in each plan)."""
+        return {k: getattr(self, k) for k in self.Params.model_fields}
 
 
 def check_problem(problem, who: str):
@@ -117,6 +221,43 @@ def get(name: str, **params) -> Planner:
         raise ParameterError(f"planner {name!r}: bad parameters {sorted(params)} ({e})") from None
 
 
+def planner_class(name: str):
+    """The class (or factory) registered as ``name`` (unknown name lists known ones)."""
+    _load_builtin()
+    check_type(name, str, "planner", "a planner name (a string)", ParameterError)
+    if name not in _REGISTRY:
+        raise UnknownNameError("planner", name, list(_REGISTRY))
+    return _REGISTRY[name]
+
+
+def param_names(name: str) -> list[str]:
+    """The parameters of the planner registered as ``name``, from its constructor's signature."""
+    try:
+        sig = inspect.signature(planner_class(name))
+    except (TypeError, ValueError):
+        return []
+    return [k for k, p in sig.parameters.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def params_text(name: str) -> str:
+    """``slackswap planners NAME``: one line per parameter, ``name: type = default``, then its
+    description, indented (from the planner's ``Params``)."""
+    cls = planner_class(name)
+    schema = getattr(cls, "Params", None)
+    lines = [f"{name}: {(cls.__doc__ or '').strip().splitlines()[0] if cls.__doc__ else ''}".rstrip()]
+    if schema is None:
+        lines += [f"  {k}" for k in param_names(name)] or ["  (parameters not declared)"]
+        return "\n".join(lines)
+    rows = param_rows(schema)
+    if not rows:
+        lines.append("  (no parameters)")
+    for k, typ, default, desc in rows:
+        lines.append(f"  {k}: {typ} = {default}")
+        if desc:
+            lines.append(f"      {desc}")
+    return "\n".join(lines)
+
+
 class FunctionPlanner:
     """Wrap ``fn(problem) -> dict[tensor id, Decision] | Plan`` into a planner.
 
@@ -171,5 +312,6 @@ def _load_builtin() -> None:
                 raise
 
 
-__all__ = ["Decision", "FunctionPlanner", "Planner", "Tags", "available", "check_params", "check_problem",
-           "get", "make_plan", "register"]
+__all__ = ["Decision", "FunctionPlanner", "NoParams", "Parameterised", "Planner", "Tags", "available", "check_params",
+           "check_problem", "get", "make_plan", "param_names", "param_rows", "params_signature", "params_text",
+           "planner_class", "register"]

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import time
 
+from pydantic import Field
+
 from ..core.plan import Decision, Plan
 from ..core.schema import NonNegInt, Schema
 from . import _chain
-from .base import Tags, check_params, make_plan, register
+from .base import Parameterised, Tags, make_plan, register
 
 
 @register("keep-all")
-class KeepAll:
+class KeepAll(Parameterised):
     """Keep every planning tensor."""
 
     name = "keep-all"
@@ -31,11 +33,11 @@ class KeepAll:
 
     def plan(self, problem) -> Plan:
         t0 = time.perf_counter()
-        return make_plan(problem, {t: Decision.KEEP for t in problem.planning_ids}, self.name, {}, t0)
+        return make_plan(problem, {t: Decision.KEEP for t in problem.planning_ids}, self.name, self.params, t0)
 
 
 @register("recompute-all")
-class RecomputeAll:
+class RecomputeAll(Parameterised):
     """Recompute every recomputable planning tensor; keep the rest."""
 
     name = "recompute-all"
@@ -46,11 +48,11 @@ class RecomputeAll:
         g = problem.graph
         dec = {t: Decision.RECOMPUTE if g.tensors[t].recomputable else Decision.KEEP
                for t in problem.planning_ids}
-        return make_plan(problem, dec, self.name, {}, t0)
+        return make_plan(problem, dec, self.name, self.params, t0)
 
 
 @register("checkpoint-layers")
-class CheckpointLayers:
+class CheckpointLayers(Parameterised):
     """Megatron "full" recomputation: keep every block input, recompute inside blocks."""
 
     name = "checkpoint-layers"
@@ -60,25 +62,22 @@ class CheckpointLayers:
         t0 = time.perf_counter()
         bl = _chain.blocks(problem.graph)
         dec = _chain.checkpoint_decisions(problem, {b.index for b in bl}, bl)
-        return make_plan(problem, dec, self.name, {}, t0)
+        return make_plan(problem, dec, self.name, self.params, t0)
 
 
 @register("swap-all")
-class SwapAll:
+class SwapAll(Parameterised):
     """vDNN-style: swap every swappable planning tensor with ``bytes >= min_swap_bytes``."""
 
     name = "swap-all"
     tags = Tags(supports_swap=True)
 
     class Params(Schema):
-        min_swap_bytes: NonNegInt = 0
-
-    def __init__(self, min_swap_bytes: int = 0):
-        self.min_swap_bytes = check_params("swap-all", self.Params, min_swap_bytes=min_swap_bytes).min_swap_bytes
+        min_swap_bytes: NonNegInt = Field(0, description="tensors smaller than this many bytes are kept, never swapped")
 
     def plan(self, problem) -> Plan:
         t0 = time.perf_counter()
         g = problem.graph
         dec = {t: Decision.SWAP if g.tensors[t].swappable and g.tensors[t].bytes >= self.min_swap_bytes
                else Decision.KEEP for t in problem.planning_ids}
-        return make_plan(problem, dec, self.name, {"min_swap_bytes": self.min_swap_bytes}, t0)
+        return make_plan(problem, dec, self.name, self.params, t0)

@@ -14,37 +14,30 @@ from __future__ import annotations
 import itertools
 import time
 
+from pydantic import Field
+
 from ..core.errors import SlackSwapError
 from ..core.plan import Decision, Plan, SolveInfo, Status
 from ..core.schema import NonNegInt, Schema
 from ..timeline import simulate
 from ..timeline.simulate import time_tolerance
-from .base import Tags, check_params, register
+from .base import Parameterised, Tags, register
 
 _ORDER = {Decision.KEEP: 0, Decision.SWAP: 1, Decision.RECOMPUTE: 2}
 
 
 @register("brute")
-class BrutePlanner:
+class BrutePlanner(Parameterised):
     """``brute(max_tensors=12, allow_swap=True, allow_recompute=True)``."""
 
     name = "brute"
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
 
     class Params(Schema):
-        max_tensors: NonNegInt = 12
-        allow_swap: bool = True
-        allow_recompute: bool = True
-
-    def __init__(self, max_tensors: int = 12, allow_swap: bool = True, allow_recompute: bool = True):
-        p = check_params("brute", self.Params, max_tensors=max_tensors, allow_swap=allow_swap,
-                         allow_recompute=allow_recompute)
-        self.max_tensors, self.allow_swap, self.allow_recompute = p.max_tensors, p.allow_swap, p.allow_recompute
-
-    @property
-    def params(self) -> dict:
-        return {"max_tensors": self.max_tensors, "allow_swap": self.allow_swap,
-                "allow_recompute": self.allow_recompute}
+        max_tensors: NonNegInt = Field(12, description="refuse problems with more planning tensors than this "
+                                                       "(the search tries up to 3^k assignments)")
+        allow_swap: bool = Field(True, description="consider SWAP for swappable tensors")
+        allow_recompute: bool = Field(True, description="consider RECOMPUTE for recomputable tensors")
 
     def plan(self, problem) -> Plan:
         t0 = time.perf_counter()

@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import time
 
+from pydantic import Field
+
 from ..core.plan import Decision, Plan
 from ..core.schema import NonNegInt, Schema
 from ..timeline import simulate
 from ..timeline.simulate import memory_bound, time_tolerance
-from .base import Tags, check_params, make_plan, register
+from .base import Parameterised, Tags, make_plan, register
 from .slack.judge import ForwardBound
 
 
@@ -87,17 +89,15 @@ def eviction_order(problem, min_swap_bytes: int = 0) -> list[tuple[int, Decision
 
 
 @register("capuchin")
-class Capuchin:
+class Capuchin(Parameterised):
     """Swap what hides in its free time, else recompute by MSPS, until the simulator fits."""
 
     name = "capuchin"
     tags = Tags(supports_swap=True, supports_recompute=True)
 
     class Params(Schema):
-        min_swap_bytes: NonNegInt = 0
-
-    def __init__(self, min_swap_bytes: int = 0):
-        self.min_swap_bytes = check_params("capuchin", self.Params, min_swap_bytes=min_swap_bytes).min_swap_bytes
+        min_swap_bytes: NonNegInt = Field(0, description="tensors smaller than this many bytes are never swap "
+                                                         "candidates (they may still be recomputed)")
 
     def plan(self, problem) -> Plan:
         t0 = time.perf_counter()
@@ -143,4 +143,4 @@ class Capuchin:
                     lo = mid
             k = hi
         return make_plan(problem, decisions(k), self.name,
-                         {"min_swap_bytes": self.min_swap_bytes}, t0, result=sims.get(k))
+                         self.params, t0, result=sims.get(k))

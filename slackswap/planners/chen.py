@@ -24,11 +24,11 @@ import time
 
 from ..core.plan import Plan
 from . import _chain
-from .base import Tags, make_plan, register
+from .base import Parameterised, Tags, make_plan, register
 
 
 @register("chen-sqrt")
-class ChenSqrt:
+class ChenSqrt(Parameterised):
     """sqrt(n) segments: keep each segment's input, recompute the rest (Chen et al. 2016, 4.1)."""
 
     name = "chen-sqrt"
@@ -38,7 +38,7 @@ class ChenSqrt:
         t0 = time.perf_counter()
         bl = _chain.blocks(problem.graph)
         dec = _chain.checkpoint_decisions(problem, _chain.sqrt_checkpoints(len(bl)), bl)
-        return make_plan(problem, dec, self.name, {}, t0)
+        return make_plan(problem, dec, self.name, self.params, t0)
 
 
 def block_weights(problem, bl) -> list[int]:
@@ -69,7 +69,7 @@ def greedy_checkpoints(weights: list[float], threshold: float) -> set[int]:
 
 
 @register("chen-greedy")
-class ChenGreedy:
+class ChenGreedy(Parameterised):
     """Budget-driven greedy checkpointing with a grid search over the threshold (Chen 2016, App.)."""
 
     name = "chen-greedy"
@@ -102,7 +102,7 @@ class ChenGreedy:
             dec = min(peaks, key=lambda x: (x[0], x[1]))[2]
         else:
             dec = best[1]
-        return make_plan(problem, dec, self.name, {}, t0)
+        return make_plan(problem, dec, self.name, self.params, t0)
 
 
 def sqrt_peak_blocks(n: int) -> float:

@@ -43,11 +43,13 @@ import math
 import time
 from functools import cache
 
+from pydantic import Field
+
 from ..core.errors import SlackSwapError
 from ..core.plan import Decision, Plan, Status
 from ..core.schema import PosInt, Schema
 from . import _chain, _multilevel
-from .base import Tags, check_params, make_plan, register
+from .base import Parameterised, Tags, make_plan, register
 
 FULL, CKPT, NONE = "full", "ckpt", "none"
 
@@ -201,7 +203,7 @@ def states_decisions(problem, m: _Model, states: list[str]) -> dict[int, Decisio
 
 
 @register("dp-checkpoint")
-class DPCheckpoint:
+class DPCheckpoint(Parameterised):
     """Single-level optimal checkpointing on the block chain; multi-level (binomial) where no
     single-level plan fits and ``multilevel`` (see module docstring)."""
 
@@ -209,12 +211,11 @@ class DPCheckpoint:
     tags = Tags(supports_recompute=True, chain_only=True)
 
     class Params(Schema):
-        max_rounds: PosInt = 20
-        multilevel: bool = True
-
-    def __init__(self, max_rounds: int = 20, multilevel: bool = True):
-        p = check_params("dp-checkpoint", self.Params, max_rounds=max_rounds, multilevel=multilevel)
-        self.max_rounds, self.multilevel = p.max_rounds, p.multilevel
+        max_rounds: PosInt = Field(20, description="DP solves at most: after a plan the simulator finds over the "
+                                                   "budget, the model budget is lowered by the overshoot and the DP "
+                                                   "solved again")
+        multilevel: bool = Field(True, description="when no single-level plan fits, fall back to multi-level "
+                                                   "schedules (binomial or stage-aware, with hold points)")
 
     def plan(self, problem) -> Plan:
         t0 = time.perf_counter()
@@ -232,7 +233,7 @@ class DPCheckpoint:
                 break
             over = _chain.simulate_plan(free, cand).peak_bytes - problem.budget_bytes
             limit = min(limit, m.c0 + _model_peak(m, states)) - max(over, 1)
-        params = {"max_rounds": self.max_rounds, "multilevel": self.multilevel}
+        params = self.params
         if dec is None:   # the DP found none: the least-peak checkpoint plan (it may still fit)
             opts = [states_decisions(problem, m, [CKPT] * len(m.bl)),
                     _chain.checkpoint_decisions(problem, _chain.sqrt_checkpoints(len(m.bl)), m.bl)]

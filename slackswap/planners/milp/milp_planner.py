@@ -25,13 +25,14 @@ from pydantic_core import PydanticCustomError
 from ... import bounds  # bounds.aggregate_bound, ... looked up at call time (tests replace them)
 from ...bounds import AGGREGATE_SOLVERS
 from ...core.errors import SlackSwapError
+from ...core.limits import parse_time_limit
 from ...core.paths import check_output, prepare_output
 from ...core.plan import Decision, Plan, SolveInfo, Status, validate
 from ...core.schema import NonNegFloat, NonNegInt, PosInt, Schema
 from ...mip.backends import BACKENDS, solve, solve_highs
 from ...mip.formulation import BuildTimeout, build
 from ...timeline import simulate
-from ..base import Tags, available, check_params, get, register
+from ..base import Parameterised, Tags, available, check_params, get, register
 from . import incumbent as _improve  # incumbent.improve looked up at call time (tests replace it)
 from .beyond import _aggregate_plan, beyond_exact
 from .clock import MIN_TIME_LIMIT_S, SOLVER_START_S, WARM_SHARE, Clock, bound_fits
@@ -84,6 +85,15 @@ SMALL_AGGREGATE_TIME_S = 300.0
 BACKGROUND_SCIP_MIN_S = 30.0
 
 
+def _time_limit(value):
+    """``time_limit_s`` read by ``core.limits.parse_time_limit`` (as ``--time-limit`` is), at least
+    ``MIN_TIME_LIMIT_S``; None: no limit."""
+    try:
+        return parse_time_limit(value, "time_limit_s", allow_none=True, minimum=MIN_TIME_LIMIT_S)
+    except SlackSwapError as e:   # the field is named once, by the schema's error line
+        raise PydanticCustomError("time_limit", "{text}", {"text": str(e).removeprefix("time_limit_s: ")}) from None
+
+
 def _presolve(value):
     if value is True or value is False or value == "auto":
         return value
@@ -91,11 +101,11 @@ def _presolve(value):
 
 
 @register("milp")
-class MilpPlanner:
-    """``milp(solver="highs", time_limit_s=None, mip_rel_gap=1e-9, threads=None, seed=0,
-    warm_start=True, write_lp=None, allow_swap=True, allow_recompute=True, max_tree_nodes=4000,
-    max_exact_tensors=40, aggregate_nodes=20, aggregate_time_s=None, presolve="auto", improve_sims=None,
-    cutoff=True, aggregate_rows=True, hold_points=False, aggregate_solver="auto")``.
+class MilpPlanner(Parameterised):
+    """Exact MILP planner: keep / swap / recompute and prefetch issue points (docs/milp.md).
+
+    Its parameters are declared once, in ``Params`` (docs/planners.md, "Parameters", and
+    ``slackswap planners milp`` list them).
 
     The warm start (and fallback incumbent) is the fastest fitting plan of keep-all, recompute-all
     and every registered heuristic that respects ``allow_swap`` / ``allow_recompute``. The exact
@@ -145,55 +155,51 @@ class MilpPlanner:
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
 
     class Params(Schema):
-        solver: Literal[BACKENDS] = "highs"
-        time_limit_s: Annotated[float, Field(ge=MIN_TIME_LIMIT_S)] | None = None   # docs/milp.md 9
-        mip_rel_gap: Annotated[float, Field(ge=0, lt=1)] = 1e-9
-        threads: PosInt | None = None
-        seed: NonNegInt = 0
-        warm_start: bool = True
-        write_lp: str | Path | None = None
-        allow_swap: bool = True
-        allow_recompute: bool = True
-        max_tree_nodes: PosInt = 4000
-        max_exact_tensors: NonNegInt = 40
-        aggregate_nodes: NonNegInt | None = 20
-        aggregate_time_s: NonNegFloat | None = None
-        presolve: Annotated[Literal[True, False, "auto"], BeforeValidator(_presolve)] = "auto"
-        improve_sims: NonNegInt | None = None
-        cutoff: bool = True
-        aggregate_rows: bool = True
-        hold_points: bool = False
-        aggregate_solver: Literal[AGGREGATE_SOLVERS + ("auto",)] = "auto"
+        solver: Literal[BACKENDS] = Field("highs", description="the MILP backend")
+        time_limit_s: Annotated[float | None, BeforeValidator(_time_limit)] = Field(None, description=(
+            f"seconds for the whole plan call, at least {MIN_TIME_LIMIT_S:g} (docs/milp.md, \"Time limit\"); "
+            "None: no limit"))
+        mip_rel_gap: Annotated[float, Field(ge=0, lt=1)] = Field(1e-9, description=(
+            "relative gap at which the solver stops and the status is OPTIMAL"))
+        threads: PosInt | None = Field(None, description="solver threads (None: the solver's default)")
+        seed: NonNegInt = Field(0, description="the solver's random seed")
+        warm_start: bool = Field(True, description=(
+            "start from the fastest fitting plan of keep-all, recompute-all and the registered heuristics"))
+        write_lp: str | Path | None = Field(None, description="write the exact model as an LP file to this path")
+        allow_swap: bool = Field(True, description="allow SWAP decisions")
+        allow_recompute: bool = Field(True, description="allow RECOMPUTE decisions")
+        max_tree_nodes: PosInt = Field(4000, description=(
+            "recompute trees enumerated per tensor when the exact model is built, at most"))
+        max_exact_tensors: NonNegInt = Field(40, description=(
+            "above this many planning tensors the aggregated relaxation is solved instead of the exact model"))
+        aggregate_nodes: NonNegInt | None = Field(20, description=(
+            "branch-and-bound nodes of the aggregated MILP, a work limit (None: no node limit)"))
+        aggregate_time_s: NonNegFloat | None = Field(None, description=(
+            "the aggregated MILP's safety cap in seconds (None: AGGREGATE_TIME_S, SMALL_AGGREGATE_TIME_S "
+            "up to SMALL_AGGREGATE_TENSORS planning tensors)"))
+        presolve: Annotated[Literal[True, False, "auto"], BeforeValidator(_presolve)] = Field("auto", description=(
+            "HiGHS presolve; 'auto': only on exact models up to _PRESOLVE_MAX_NNZ nonzeros"))
+        improve_sims: NonNegInt | None = Field(None, description=(
+            "simulations of the incumbent search while a gap is open (0: off; None: IMPROVE_SIMS, "
+            "SMALL_IMPROVE_SIMS up to SMALL_AGGREGATE_TENSORS planning tensors)"))
+        cutoff: bool = Field(True, description="the exact MILP searches only below the warm start's time (HiGHS)")
+        aggregate_rows: bool = Field(True, description=(
+            "add the aggregated relaxation's rows to the exact model (not with solver='cpsat')"))
+        hold_points: bool = Field(False, description="search multi-level plans too (plans may carry hold points)")
+        aggregate_solver: Literal[AGGREGATE_SOLVERS + ("auto",)] = Field("auto", description=(
+            "solver of the aggregated MILP; 'auto': HiGHS, with SCIP beside it under a time limit of at least "
+            "BACKGROUND_SCIP_MIN_S on a model above SMALL_AGGREGATE_TENSORS planning tensors"))
 
-    def __init__(self, solver: str = "highs", time_limit_s: float | None = None, mip_rel_gap: float = 1e-9,
-                 threads: int | None = None, seed: int = 0, warm_start: bool = True, write_lp=None,
-                 allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
-                 max_exact_tensors: int = 40, aggregate_nodes: int | None = 20, aggregate_time_s: float | None = None,
-                 presolve="auto", improve_sims: int | None = None, cutoff: bool = True, aggregate_rows: bool = True,
-                 hold_points: bool = False, aggregate_solver: str = "auto"):
-        args = {k: v for k, v in locals().items() if k in self.Params.model_fields}
-        self._set(check_params("milp", self.Params, **args))
+    def _checked(self) -> None:
         if self.write_lp:   # an output like any other: checked before any work
             check_output(self.write_lp, "milp: write_lp")
 
     def _set(self, p: Params) -> None:
-        for k, v in p.model_dump().items():
-            setattr(self, k, v)
-
-    @property
-    def params(self) -> dict:
-        return {"solver": self.solver, "time_limit_s": self.time_limit_s, "mip_rel_gap": self.mip_rel_gap,
-                "threads": self.threads, "seed": self.seed, "warm_start": self.warm_start,
-                "allow_swap": self.allow_swap, "allow_recompute": self.allow_recompute,
-                "max_exact_tensors": self.max_exact_tensors, "aggregate_nodes": self.aggregate_nodes,
-                "aggregate_time_s": self.aggregate_time_s,
-                "presolve": self.presolve, "improve_sims": self.improve_sims, "cutoff": self.cutoff,
-                "aggregate_rows": self.aggregate_rows, "hold_points": self.hold_points,
-                "aggregate_solver": self.aggregate_solver}
+        self._store(p)
 
     def _check(self):
         """Parse the parameters (also after an attribute was changed) by ``Params``."""
-        self._set(check_params("milp", self.Params, **{k: getattr(self, k) for k in self.Params.model_fields}))
+        self._set(check_params("milp", self.Params, **self.params))
         if self.write_lp:   # an output like any other: checked before any work, parents created
             check_output(self.write_lp, "milp: write_lp")
 

@@ -69,7 +69,7 @@ from ...core.plan import Decision, Status
 from ...core.schema import NonNegInt, PosInt, Schema
 from ...timeline.problem import with_transfer_margin
 from ...timeline.simulate import time_tolerance
-from ..base import Tags, check_params, make_plan, register
+from ..base import Parameterised, Tags, make_plan, register
 from ..dp import multilevel_plan
 from .judge import Fifo, Judge, issue_points, recompute_fit, rerun_closure, rerun_union
 from .keep import keep_greedy
@@ -84,65 +84,38 @@ K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
 
 
 @register("slack")
-class SlackPlanner:
+class SlackPlanner(Parameterised):
     """Greedy slack planner with ablation switches.
 
-    Parameters (validated, stored; nothing is computed here):
-
-    * ``order``: swap priority: ``"rebuild_per_byte"`` (the paper: most costly to rebuild per
-      byte freed first), ``"size"`` (largest first) or ``"position"`` (earliest produced first).
-    * ``mode``: ``"hybrid"``, ``"swap_only"`` (never recompute) or ``"recompute_only"``.
-    * ``prefetch``: ``"auto"`` (simulator default: as early as the budget allows),
-      ``"first_use"`` (issue at the stage of first use) or ``"lookahead"`` (latest stage whose
-      backward compute covers the copy).
-    * ``min_swap_bytes``: tensors smaller than this are never swapped (default
-      1 MiB: a 10 us copy latency makes smaller copies poor value).
-    * ``keep_tail``: never evict the last block's tensors in the first pass (they are the first
-      needed in backward; their copies could not end before the forward pass does anyway).
-    * ``regen_masks``: never spend slack on masks, statistics and cheap elementwise/norm outputs
-      whose rebuild needs no cascade: the recompute pass (cheapest first) regenerates them, so
-      the copy engine's slack goes to tensors that are costly to rebuild.
-    * ``pack``: also judge the greedy with the swap pass packing the copy engine largest tensor
-      first (``order="size"``), besides the one in ``order``; the simulator keeps the faster.
-    * ``local_search``: simulator-judged single-tensor moves, strict improvements only, at most
-      ``max_sims`` simulations in the whole ``plan`` call.
-    * ``margin``: plan against copies ``1 + margin`` times slower than the cost model says
-      (``robustness.with_transfer_margin``; 0 = nominal), judged on the nominal costs: a plan
-      that leaves the copy engines room for slower transfers (docs/robustness.md).
+    Parameters are declared once, in ``Params`` (a description each; docs/planners.md,
+    "Parameters", and ``slackswap planners slack`` list them); the constructor validates and
+    stores them, nothing is computed there. ``margin`` plans against slower copies
+    (``robustness.with_transfer_margin``; 0 = nominal), judged on the nominal costs
+    (docs/robustness.md).
     """
 
     name = "slack"
     tags = Tags(exact=False, supports_swap=True, supports_recompute=True)
 
     class Params(Schema):
-        order: Literal[ORDERS] = "rebuild_per_byte"
-        mode: Literal[MODES] = "hybrid"
-        prefetch: Literal[PREFETCH] = "auto"
-        min_swap_bytes: NonNegInt = 1 << 20
-        keep_tail: bool = True
-        regen_masks: bool = True
-        pack: bool = True
-        local_search: bool = True
-        max_sims: PosInt = 1000
-        margin: Annotated[float, Field(ge=0, le=10)] = 0.0   # 0.2 = copies 20% slower
+        order: Literal[ORDERS] = Field("rebuild_per_byte", description=(
+            "swap priority: most costly to rebuild per byte freed first, largest first, or earliest produced first"))
+        mode: Literal[MODES] = Field("hybrid", description="swap and recompute, never recompute, or never swap")
+        prefetch: Literal[PREFETCH] = Field("auto", description=(
+            "prefetch issue: as early as the budget allows, at the stage of first use, or the latest stage "
+            "whose backward compute covers the copy"))
+        min_swap_bytes: NonNegInt = Field(1 << 20, description="tensors smaller than this many bytes are never swapped")
+        keep_tail: bool = Field(True, description="never evict the last block's tensors in the first pass")
+        regen_masks: bool = Field(True, description=(
+            "leave masks, statistics and cheap elementwise/norm outputs to the recompute pass"))
+        pack: bool = Field(True, description="also judge the swap pass packing the largest tensor first; keep the faster")
+        local_search: bool = Field(True, description="simulator-judged single-tensor moves, strict improvements only")
+        max_sims: PosInt = Field(1000, description="simulations of the local search in the whole plan call, at most")
+        margin: Annotated[float, Field(ge=0, le=10)] = Field(0.0, description=(
+            "plan against copies 1 + margin times slower (0.2: 20% slower), judged on the nominal costs"))
 
-    def __init__(self, order: str = "rebuild_per_byte", mode: str = "hybrid", prefetch: str = "auto",
-                 min_swap_bytes: int = 1 << 20, keep_tail: bool = True, regen_masks: bool = True,
-                 pack: bool = True, local_search: bool = True, max_sims: int = 1000, margin: float = 0.0):
-        p = check_params("slack", self.Params, order=order, mode=mode, prefetch=prefetch,
-                         min_swap_bytes=min_swap_bytes, keep_tail=keep_tail, regen_masks=regen_masks,
-                         pack=pack, local_search=local_search, max_sims=max_sims, margin=margin)
-        self.order, self.mode, self.prefetch = p.order, p.mode, p.prefetch
-        self.min_swap_bytes, self.keep_tail, self.regen_masks = p.min_swap_bytes, p.keep_tail, p.regen_masks
-        self.pack, self.local_search, self.max_sims = p.pack, p.local_search, p.max_sims
-        self.margin = float(p.margin)
-
-    @property
-    def params(self) -> dict:
-        return {"order": self.order, "mode": self.mode, "prefetch": self.prefetch,
-                "min_swap_bytes": self.min_swap_bytes, "keep_tail": self.keep_tail,
-                "regen_masks": self.regen_masks, "pack": self.pack, "local_search": self.local_search,
-                "max_sims": self.max_sims, "margin": self.margin}
+    def _checked(self) -> None:
+        self.margin = float(self.margin)
 
     # ------------------------------------------------------------------ plan
     def plan(self, problem):
