@@ -689,7 +689,7 @@ def test_the_aggregated_floor_changes_no_optimum(monkeypatch):
 
 @pytest.mark.parametrize("budget,optimum_us", [(0.7, 12.14), (0.5, 51.72)])
 def test_aggregate_rows_strengthen_the_lp_relaxation(budget, optimum_us):
-    """``tiny`` cut to one layer (optimum 12.14 us at 0.7, 51.72 us at 0.5; docs/milp.md, "Constraints (names as in the LP file)"): without the rows the exact model's LP relaxation is 11.39 / 11.47 us, below the capacity
+    """``tiny`` cut to one layer (optimum 12.14 us at 0.7, 51.72 us at 0.5; docs/journal/milp-2026-12-03.md, "The aggregated relaxation's rows in the exact model"): without the rows the exact model's LP relaxation is 11.39 / 11.47 us, below the capacity
     bound (the aggregated LP, 11.95 / 12.76 us); with them it is at least that bound, and still
     below the optimum."""
     from slackswap.mip.backends import solve_highs
