@@ -67,7 +67,7 @@ SMALL_AGGREGATE_NODES = 10000
 # simulations of the incumbent search (``improve_sims=None``): up to SMALL_AGGREGATE_TENSORS planning
 # tensors a simulation takes milliseconds, and the search from the aggregated MILP's decisions
 # needs more than IMPROVE_SIMS to reach its end (`tiny` 4 layers at 0.5: 40.539 us after 500,
-# 40.468 us, the aggregated MILP's bound, after 5,000: docs/milp.md, "Status, warm start and what is proven")
+# 40.468 us, the aggregated MILP's bound, after 5,000: docs/journal/milp-2026-12-03.md, "Status, warm start and what is proven")
 IMPROVE_SIMS = 500
 SMALL_IMPROVE_SIMS = 5000
 # the aggregated MILP's safety cap in seconds (``aggregate_time_s=None``): 2,000 nodes took up to
