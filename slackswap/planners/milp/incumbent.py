@@ -21,7 +21,7 @@ proven gap from 0.46% to 0.08%). So the planner, with the time and the simulatio
    start can lead to a better local optimum: at bert-large 0.3 (2,000 simulations) the search
    from the aggregated MILP's decisions ended at 230.87 ms, the one from slack's plan at
    231.36 ms, before the relaxation's `chain` rows changed those decisions (231.38 ms without
-   step 4: benchmarks/README.md, "The `chain` rows moved the second start");
+   step 4: docs/journal/benchmarks-readme-2026-12-04.md, "The `chain` rows moved the second start");
 4. with two starts or more, keeps ``RELINK_SHARE`` of the work for **relinking by layer**
    (``relink``): from each end, take another end's decisions for one transformer layer at a time
    (``blocks``), keeping each exchange that simulates faster, then search on from the fastest
