@@ -12,7 +12,7 @@ proven gap from 0.46% to 0.08%). So the planner, with the time and the simulatio
    tensor changes its decision: back to KEEP, or SWAP <-> RECOMPUTE), then two-tensor moves (such
    a change while a tensor at least half its size is evicted, or turns from SWAP to RECOMPUTE, to
    pay for it). Single moves matter where the best plan came from one of slack's variants:
-   llama-7b at budget 0.2 went from 1803.31 to 1801.24 ms with them (benchmarks/README.md). Moves are tried
+   llama-7b at budget 0.2 went from 1803.31 to 1801.24 ms with them (docs/journal/benchmarks-readme-2026-12-04.md). Moves are tried
    largest tensors first, the scan continues after each improvement, and a memory lower bound
    prunes moves that cannot fit before any simulation (``Judge``);
 3. runs the same search from the other candidates it is given (beyond the exact model: the

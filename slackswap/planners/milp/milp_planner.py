@@ -79,7 +79,7 @@ SMALL_AGGREGATE_TIME_S = 300.0
 # the presets takes 5-30 s (llama-7b 0.2: cuts until 5.7 s, heuristics until 30.6 s); under a
 # 10 s limit it proved nothing more (16 of the 23 full-size settings either way) and, two
 # planners at a time in the optimality-gap sweep, took the cores from the search (bert-large 0.3:
-# proven gap 0.06% -> 0.88%); at 60 s 22 of 23 against 20 (benchmarks/README.md)
+# proven gap 0.06% -> 0.88%); at 60 s 22 of 23 against 20 (docs/journal/benchmarks-milp-2026-12.md)
 BACKGROUND_SCIP_MIN_S = 30.0
 
 
@@ -507,7 +507,7 @@ class MilpPlanner:
         still open after the second and the incumbent search: with them in the second pass
         HiGHS's search found slower plans where the second pass proves the optimum (GPT-2 with 4
         layers at 0.95), and run before the search, also where only the bound's shave was left,
-        it took `tiny` 3 layers at 0.4 to 54.0 s against 20.5 s (benchmarks/README.md)."""
+        it took `tiny` 3 layers at 0.4 to 54.0 s against 20.5 s (docs/journal/benchmarks-milp-2026-12.md)."""
 
         if left <= 0.5:
             return None, None
