@@ -1,7 +1,7 @@
 """The inner loop's two figures on the three published presets at budget 0.5: a `slack` plan and
 one simulated step (``detail=False``, the `slack` plan), best and median over repeats, in one
 process. Prints one JSON line, so two trees can be compared side by side, alternating, e.g.
-against a release checked out into /tmp/base (benchmarks/README.md, "Latest run"):
+against a release checked out into /tmp/base (docs/journal/benchmarks-readme-2026-12-04.md, "Latest run"):
 
     git archive e8dcd62 slackswap | tar -x -C /tmp/base && ln -s $PWD/data /tmp/base/data
     for i in 1 2 3; do

@@ -1255,7 +1255,7 @@ def test_five_copies_back_after_the_loss_are_charged_at_gpt2_four_layers(gpt2_fo
     rebuild the residual stream before the head's backward step. No copy back fits beside the
     loss's backward step, so the five queue after it: simulated 47,889.77 us. With chain rows of
     depth 12 but each copy charged alone the relaxation at these decisions said 44,732.50 us,
-    below the optimum (44,733.52 us, benchmarks/README.md); with ``v_chains`` 47,001.26 us."""
+    below the optimum (44,733.52 us, docs/journal/milp-full-size.md); with ``v_chains`` 47,001.26 us."""
     p, agg = gpt2_four_layers_chains
     swap = {f"L{i}.{n}" for i in (0, 1) for n in ("attn.out", "attn.proj_dropout.mask", "attn.residual")}
     swap |= {"L0.attn.norm.out", "L0.mlp.dropout.mask", "L0.mlp.residual", "L1.mlp.residual", "L2.attn.out",
@@ -1321,7 +1321,7 @@ def test_the_chain_rows_lift_the_gpt2_bound_to_its_optimum():
     """GPT-2 with 2 layers at 0.88: with the re-runs of the later inputs along the residual stream
     counted after the read, the aggregated MILP with chain rows proves 32,193.626 us (31,865.80 us
     without them, 32,186.45 us with the unsaved later inputs only), within its tolerance of the
-    optimum the exact MILP proves, 32,193.635 us (benchmarks/README.md), and a plan of its
+    optimum the exact MILP proves, 32,193.635 us (docs/journal/benchmarks-milp-2026-12.md), and a plan of its
     solutions simulates to that optimum."""
     from slackswap.planners.milp.beyond import _aggregate_plan
     from slackswap.planners.milp.milp_planner import CHAIN_DEPTH

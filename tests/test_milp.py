@@ -388,7 +388,7 @@ def test_the_aggregated_bound_can_prove_the_warm_start_without_the_exact_model()
     """GPT-2 with 2 layers at 0.95 (35 planning tensors, exact model forced): the aggregated MILP's
     bound meets the warm start within AGGREGATE_PROOF_GAP, so the exact model (86 k nonzeros,
     about a minute to prove the same plan optimal) is not built. The bound holds for every plan,
-    so it is at most the exact optimum (29757.58 us, benchmarks/README.md)."""
+    so it is at most the exact optimum (29757.58 us, docs/journal/milp-solve-times.md)."""
     from slackswap.bounds import aggregate_bound
     from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP, SMALL_AGGREGATE_NODES
 
@@ -516,7 +516,7 @@ def test_the_aggregated_milps_own_plan_can_be_the_proven_one():
     """`tiny` with 2 layers at 0.5 (30 planning tensors): slack's plan takes 22.49 us; the
     aggregated MILP's decisions simulate to 22.155 us, within its tolerance of its bound, so the
     exact path returns them without building the exact model (which proves the same optimum in
-    about 40 s, benchmarks/README.md)."""
+    about 40 s, docs/journal/benchmarks-milp-exact-2026-11.md)."""
     from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP
 
     p = Problem.build("tiny", "a100-80gb", 0.5, layers=2)
@@ -689,7 +689,7 @@ def test_the_aggregated_floor_changes_no_optimum(monkeypatch):
 
 @pytest.mark.parametrize("budget,optimum_us", [(0.7, 12.14), (0.5, 51.72)])
 def test_aggregate_rows_strengthen_the_lp_relaxation(budget, optimum_us):
-    """``tiny`` cut to one layer (optimum 12.14 us at 0.7, 51.72 us at 0.5; docs/milp.md, "Constraints (names as in the LP file)"): without the rows the exact model's LP relaxation is 11.39 / 11.47 us, below the capacity
+    """``tiny`` cut to one layer (optimum 12.14 us at 0.7, 51.72 us at 0.5; docs/journal/milp-2026-12-03.md, "The aggregated relaxation's rows in the exact model"): without the rows the exact model's LP relaxation is 11.39 / 11.47 us, below the capacity
     bound (the aggregated LP, 11.95 / 12.76 us); with them it is at least that bound, and still
     below the optimum."""
     from slackswap.mip.backends import solve_highs

@@ -205,7 +205,7 @@ def test_the_search_from_the_chain_rows_decisions_closes_gpt2_four_layers():
     41,028.325 us, 0.001% above the bound (41,027.981 us). The decisions of the aggregated MILP
     with chain rows simulate to 41,180.05 us, and a short search from them alone
     (``chain_search``: ``CHAIN_SEARCH_SHARE`` of the simulations) reaches 41,027.994 us, within
-    the aggregated MILP's tolerance of the bound (benchmarks/README.md)."""
+    the aggregated MILP's tolerance of the bound (docs/journal/milp-full-size.md)."""
     from slackswap.planners.milp.milp_planner import AGGREGATE_PROOF_GAP
 
     p = Problem.build("gpt2", "a100-80gb", 0.88, layers=4)

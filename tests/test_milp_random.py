@@ -43,7 +43,7 @@ def test_one_node_per_sibling_group_and_visited_tensors_pruned():
     """``tiny`` cut to one layer: 155,187 nonzeros before (q, k and v each re-ran the qkv
     projection in its own node, and the attention's re-run asked for them again: 9 nodes for it
     in the attention's stage; ``done``, ``emitted`` and the issue stages were summed term by
-    term in every row), 23,926 now (docs/milp.md, "Time limit"). In that stage the saved q, k, v are
+    term in every row), 23,926 now (docs/journal/milp-2026-12-03.md, "Time limit"). In that stage the saved q, k, v are
     visited first, so the attention's re-run finds them resident: one node."""
     p = Problem.build("tiny", "a100-80gb", 0.7, layers=1)
     m = build(p).model

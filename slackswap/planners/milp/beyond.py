@@ -228,7 +228,7 @@ def _aggregate_plan(self, problem, agg, res):
     when there is no solution, or every one uses a choice the planner forbids. The relaxation
     ranks plans by a bound on their time, not by their time: at ``tiny`` with 4 layers at 0.5 its
     incumbent simulates to 50.63 us while another solution it found simulates to the optimum,
-    40.468 us (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", "The solution pool")."""
+    40.468 us (docs/journal/milp-2026-12-03.md, "Full-size models: the aggregated relaxation and proven gaps", "The solution pool")."""
 
     x = getattr(res, "x", None)
     xs = ([] if x is None else [x]) + list(reversed(getattr(res, "solutions", None) or []))[:POOL_PLANS]

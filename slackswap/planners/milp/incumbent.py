@@ -12,7 +12,7 @@ proven gap from 0.46% to 0.08%). So the planner, with the time and the simulatio
    tensor changes its decision: back to KEEP, or SWAP <-> RECOMPUTE), then two-tensor moves (such
    a change while a tensor at least half its size is evicted, or turns from SWAP to RECOMPUTE, to
    pay for it). Single moves matter where the best plan came from one of slack's variants:
-   llama-7b at budget 0.2 went from 1803.31 to 1801.24 ms with them (benchmarks/README.md). Moves are tried
+   llama-7b at budget 0.2 went from 1803.31 to 1801.24 ms with them (docs/journal/benchmarks-readme-2026-12-04.md). Moves are tried
    largest tensors first, the scan continues after each improvement, and a memory lower bound
    prunes moves that cannot fit before any simulation (``Judge``);
 3. runs the same search from the other candidates it is given (beyond the exact model: the
@@ -21,7 +21,7 @@ proven gap from 0.46% to 0.08%). So the planner, with the time and the simulatio
    start can lead to a better local optimum: at bert-large 0.3 (2,000 simulations) the search
    from the aggregated MILP's decisions ended at 230.87 ms, the one from slack's plan at
    231.36 ms, before the relaxation's `chain` rows changed those decisions (231.38 ms without
-   step 4: benchmarks/README.md, "The `chain` rows moved the second start");
+   step 4: docs/journal/benchmarks-readme-2026-12-04.md, "The `chain` rows moved the second start");
 4. with two starts or more, keeps ``RELINK_SHARE`` of the work for **relinking by layer**
    (``relink``): from each end, take another end's decisions for one transformer layer at a time
    (``blocks``), keeping each exchange that simulates faster, then search on from the fastest

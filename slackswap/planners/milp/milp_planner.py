@@ -48,7 +48,7 @@ from .solution import (  # noqa: F401 - re-exported: the planner's names as befo
 _REL = 1e-6
 _PRESOLVE_MAX_NNZ = 250_000
 """``presolve="auto"``: HiGHS presolve only on exact models up to this many nonzeros
-(docs/milp.md, "Time limit"): with it ``tiny`` with 2 layers (107,704 nonzeros) is proven optimal
+(docs/milp.md, "Time limit"; measured: docs/journal/milp-2026-12-03.md, "Time limit"): with it ``tiny`` with 2 layers (107,704 nonzeros) is proven optimal
 in 147 s instead of 470 s and GPT-2 with 2 layers (85,855) in 247 s instead of not within 300 s;
 on the 155,187-nonzero model of the previous formulation it outlasted the search."""
 #: ``cutoff``: the solver searches below the warm start's time plus this relative margin (above
@@ -69,7 +69,7 @@ SMALL_AGGREGATE_NODES = 10000
 # simulations of the incumbent search (``improve_sims=None``): up to SMALL_AGGREGATE_TENSORS planning
 # tensors a simulation takes milliseconds, and the search from the aggregated MILP's decisions
 # needs more than IMPROVE_SIMS to reach its end (`tiny` 4 layers at 0.5: 40.539 us after 500,
-# 40.468 us, the aggregated MILP's bound, after 5,000: docs/milp.md, "Status, warm start and what is proven")
+# 40.468 us, the aggregated MILP's bound, after 5,000: docs/journal/milp-2026-12-03.md, "Status, warm start and what is proven")
 IMPROVE_SIMS = 500
 SMALL_IMPROVE_SIMS = 5000
 # the aggregated MILP's safety cap in seconds (``aggregate_time_s=None``): 2,000 nodes took up to
@@ -81,7 +81,7 @@ SMALL_AGGREGATE_TIME_S = 300.0
 # the presets takes 5-30 s (llama-7b 0.2: cuts until 5.7 s, heuristics until 30.6 s); under a
 # 10 s limit it proved nothing more (16 of the 23 full-size settings either way) and, two
 # planners at a time in the optimality-gap sweep, took the cores from the search (bert-large 0.3:
-# proven gap 0.06% -> 0.88%); at 60 s 22 of 23 against 20 (benchmarks/README.md)
+# proven gap 0.06% -> 0.88%); at 60 s 22 of 23 against 20 (docs/journal/benchmarks-milp-2026-12.md)
 BACKGROUND_SCIP_MIN_S = 30.0
 
 
@@ -519,7 +519,7 @@ class MilpPlanner(Parameterised):
         still open after the second and the incumbent search: with them in the second pass
         HiGHS's search found slower plans where the second pass proves the optimum (GPT-2 with 4
         layers at 0.95), and run before the search, also where only the bound's shave was left,
-        it took `tiny` 3 layers at 0.4 to 54.0 s against 20.5 s (benchmarks/README.md)."""
+        it took `tiny` 3 layers at 0.4 to 54.0 s against 20.5 s (docs/journal/benchmarks-milp-2026-12.md)."""
 
         if left <= 0.5:
             return None, None
