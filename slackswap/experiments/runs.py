@@ -33,6 +33,7 @@ from .. import (
 from .. import planners as planners_mod
 from ..bounds import check_time_limit
 from ..core.errors import CapacityWarning, ConfigError
+from ..core.graph import check_limit
 from ..core.paths import user_path
 from ..core.plan import Decision, Status
 from ..core.schema import check_type
@@ -381,6 +382,7 @@ def each_once(values, axis: str, where: str, field: str | None = None) -> None:
 
 def check_runs(n: int, max_runs: int | None, what: str = "sweep") -> None:
     """Raise ``ConfigError`` when ``n`` runs are more than ``max_runs`` (None: no limit)."""
+    check_limit(max_runs, "max_runs", ConfigError)
     if max_runs is not None and n > max_runs:
         raise ConfigError(f"{what}: {n:,} runs, more than max_runs={max_runs:,}; give a larger max_runs "
                           f"(CLI --max-runs) to run them anyway")
