@@ -73,3 +73,49 @@ names = st.lists(st.sampled_from(["tiny", "gpt2", "bert-large", "gpt2-xl"]), min
 def test_valid_sweep_files_are_accepted(models, budgets, heur):
     cfg = sweep_from_dict({"models": models, "budgets": budgets, "planners": heur}, "sweep.toml")
     assert (cfg["models"], cfg["budgets"], cfg["planners"]) == (models, budgets, heur)
+
+
+# ---------------------------------------------------------------- the Python sweep API
+API_ROWS = [
+    (dict(models=["tiny", "tiny"]), "sweep: models[1]: expected each value once (the same as models[0]); got 'tiny'"),
+    (dict(hardware=["a100-80gb", "h100-sxm", "a100-80gb"]),
+     "sweep: hardware[2]: expected each value once (the same as hardware[0]); got 'a100-80gb'"),
+    (dict(budgets=[0.5, 0.4, 0.5]), "sweep: budgets[2]: expected each value once (the same as budgets[0]); got 0.5"),
+    (dict(budgets=(1, 1.0)), "sweep: budgets[1]: expected each value once (the same as budgets[0]); got 1.0"),
+    (dict(planners=["slack", "slack"]),
+     "sweep: planners[1]: expected each value once (the same as planners[0]); got 'slack'"),
+    (dict(link=["pcie3-x16", "pcie3-x16"]), "sweep: link[1]: expected each value once (the same as link[0]); got 'pcie3-x16'"),
+    (dict(overrides=[{"seq": 8}, {"seq": 8}]),
+     "sweep: overrides[1]: expected each value once (the same as overrides[0]); got {'seq': 8}"),
+]
+API_BASE = dict(models="tiny", hardware="a100-80gb", budgets=0.5, planners=["slack"])
+
+
+@pytest.mark.parametrize("kw, message", API_ROWS)
+def test_sweep_api_refuses_a_repeated_value_up_front(monkeypatch, kw, message):
+    from slackswap.experiments import runs
+
+    def no_run(*a, **k):   # nothing may run, not even in-process
+        raise AssertionError("a run started")
+
+    monkeypatch.setattr(runs, "_run_one", no_run, raising=False)
+    for call in (experiments.grid, lambda **a: experiments.sweep(**a, workers=1, progress=False)):
+        with pytest.raises(ConfigError) as e:
+            call(**{**API_BASE, **kw})
+        assert str(e.value) == message
+
+
+def test_sweep_api_without_repeats_is_unchanged():
+    specs = experiments.grid(["tiny", "gpt2"], "a100-80gb", [0.5, 0.4], ["slack", "chen-sqrt"],
+                             overrides=[{"seq": 8}, {"seq": 16}])
+    assert len(specs) == 2 * 2 * 2 * 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["compare", "--model", "tiny", "--planners", "slack,chen-sqrt,slack"],
+     "--planners: expected each name once; got 'slack' twice"),
+    (["reproduce", "--models", "tiny,tiny", "--planners", "slack"], "--models: expected each name once; got 'tiny' twice"),
+])
+def test_cli_name_lists_refuse_a_repeated_name(capsys, argv, message):
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"slackswap: error: {message}\n"

@@ -9,7 +9,7 @@ from figure_checks import assert_legend_clear, copy_bars, drawn, styles_by_label
 from matplotlib.colors import to_hex
 
 from slackswap import CostModel, Decision, Plan, Problem, planners, report, simulate
-from slackswap.core.errors import ConfigError
+from slackswap.core.errors import ConfigError, SlackSwapError
 from slackswap.experiments import RunRow, finish
 from slackswap.experiments.synthetic import chain
 
@@ -171,7 +171,7 @@ def test_timeline_figure_draws_every_event_and_the_budget():
     assert set(lines) == {"activation memory", "budget 6 B"}
     assert list(lines["budget 6 B"].get_ydata()) == [6, 6]
     assert max(lines["activation memory"].get_ydata()) == r.peak_bytes == 6
-    with pytest.raises(ConfigError, match="detail=True"):
+    with pytest.raises(SlackSwapError, match="detail=True"):   # tests/test_errors_outputs.py: the exact line
         report.timeline_figure(simulate(problem, Plan({t.id: Decision.SWAP for t in g.planning_tensors()}),
                                          detail=False))
 

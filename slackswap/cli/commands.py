@@ -231,6 +231,16 @@ def _simulate(args, console) -> int:
     return _show_and_save(args, console, problem, plan)
 
 
+def _names(text: str, option: str) -> list[str]:
+    """The names of a comma-separated option, each given once (a name given twice would run the
+    same runs twice): ``"--planners: expected each name once; got 'slack' twice"``."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for j, n in enumerate(names):
+        if n in names[:j]:
+            raise SlackSwapError(f"{option}: expected each name once; got {n!r} twice")
+    return names
+
+
 def _compare_args(p):
     _problem_args(p)
     p.add_argument("--planners", default="slack,capuchin,dp-checkpoint,chen-greedy,checkpoint-layers,swap-all",
@@ -241,7 +251,7 @@ def _compare_args(p):
 def _compare(args, console) -> int:
     from .. import experiments, planners  # lazy: start-up cost of the command line
 
-    names = [n.strip() for n in args.planners.split(",") if n.strip()]
+    names = _names(args.planners, "--planners")
     for n in names:
         planners.get(n)  # unknown names: one error line
     _problem(args)  # validates model, hardware and budget up front
@@ -349,13 +359,13 @@ def _reproduce(args, console) -> int:
     from ..core.paths import user_path  # lazy: start-up cost of the command line
 
     _check_outputs(args, out_dir=True)
-    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    names = _names(args.models, "--models")
     for n in names:
         models.load(n)
     runs = [f"hf:{n}" for n in names] if args.graphs == "traced" else names
     hardware.load(args.hardware)
     if args.planners:
-        heur = [n.strip() for n in args.planners.split(",") if n.strip()]
+        heur = _names(args.planners, "--planners")
         for n in heur:
             planners.get(n)
     else:

@@ -38,15 +38,11 @@ def error_line(exc: BaseException) -> str:
 
 
 def check_figure(path, option: str = "--figure") -> None:
-    """``check_output`` plus a file type matplotlib can write (by the suffix)."""
-    check_output(path, option)
-    from matplotlib.figure import Figure  # lazy: start-up cost (matplotlib)
+    """``check_output`` plus a file type matplotlib can write (by the suffix): the check of every
+    figure the report API writes (``report.check_figure``)."""
+    from ..report import check_figure as _check  # lazy: start-up cost of the command line
 
-    kinds = Figure().canvas.get_supported_filetypes()
-    suffix = user_path(path).suffix.lstrip(".").lower()
-    if suffix not in kinds:
-        raise SlackSwapError(f"{option}: cannot write a figure as {suffix or 'a file without a suffix'!r} "
-                             f"({path}); allowed suffixes: {', '.join(sorted(kinds))}")
+    _check(path, option)
 
 
 def print_table(console, table) -> None:

@@ -23,6 +23,24 @@ from .errors import GraphError
 #: Pure fp32 training also totals 16 (4 weights + 4 gradients + 8 Adam moments).
 BYTES_PER_PARAM = 16
 
+#: The most bytes a graph may hold, its tensors and static memory together: 2**53 (8 PiB), the
+#: largest count below which every integer is exact as a float, so that sums of tensor bytes,
+#: budgets (floats) and the simulator's memory curve (int64) stay exact. A graph above it is
+#: refused when it is made (``GraphError``); no machine has that much memory.
+MAX_BYTES = 2**53
+
+#: The most ops a graph built from a model spec or a profile may have unless its ``max_ops``
+#: says otherwise (``models.build``, ``Profile.graph``; CLI ``--max-ops``).
+MAX_OPS = 100_000
+
+
+
+def check_limit(value, name: str, exc=GraphError) -> None:
+    """Refuse a count limit (``max_ops``, ``max_runs``) that is not a positive integer or None."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise exc(f"{name}: expected a positive integer or None (no limit); got {value!r}")
+
+
 #: Tensor kinds that carry a gradient in the backward pass (masks and statistics do not).
 GRAD_KINDS = frozenset({"activation", "logits"})
 
@@ -156,12 +174,14 @@ def _validate(g: Graph) -> None:
         raise GraphError("Graph.name: must be a non-empty string")
     if g.static_bytes < 0:
         raise GraphError(f"Graph.static_bytes: must be >= 0, got {g.static_bytes}")
+    _check_bytes(g, "static_bytes", g.static_bytes)
     nt, no = len(g.tensors), len(g.ops)
     for i, t in enumerate(g.tensors):
         if t.id != i:
             raise GraphError(f"tensors[{i}].id: must equal its position {i}, got {t.id}")
         if not isinstance(t.bytes, int) or t.bytes < 0:
             raise GraphError(f"tensors[{i}] ({t.name}).bytes: must be an int >= 0, got {t.bytes!r}")
+        _check_bytes(g, f"tensors[{i}] ({t.name}).bytes", t.bytes)
         if t.producer is not None and not 0 <= t.producer < no:
             raise GraphError(f"tensors[{i}] ({t.name}).producer: op id out of range 0..{no - 1}")
     produced_by: dict[int, int] = {}
@@ -172,6 +192,7 @@ def _validate(g: Graph) -> None:
         for fname in ("fwd_flops", "fwd_bytes", "bwd_flops", "bwd_bytes", "workspace_bytes"):
             if getattr(op, fname) < 0:
                 raise GraphError(f"{where}.{fname}: must be >= 0, got {getattr(op, fname)}")
+        _check_bytes(g, f"{where}.workspace_bytes", op.workspace_bytes)
         for fname in ("inputs", "outputs", "saves"):
             for t in getattr(op, fname):
                 if not 0 <= t < nt:
@@ -193,3 +214,12 @@ def _validate(g: Graph) -> None:
     for t in g.tensors:
         if t.producer is not None and t.id not in produced_by:
             raise GraphError(f"tensors[{t.id}] ({t.name}).producer: op {t.producer} does not list it")
+    _check_bytes(g, "tensors", g.static_bytes + sum(t.bytes for t in g.tensors),
+                 "the bytes of all tensors and static_bytes together")
+
+
+def _check_bytes(g: Graph, field: str, n, what: str = "") -> None:
+    """Refuse a byte count above ``MAX_BYTES`` (where counts stop being exact) naming the graph."""
+    if n > MAX_BYTES:
+        raise GraphError(f"{g.name}: {field}: {what + ' ' if what else ''}must be at most MAX_BYTES = 2**53 "
+                         f"({MAX_BYTES:,}, where byte counts stop being exact); got {n:,}")

@@ -29,7 +29,7 @@ from pydantic import ConfigDict, Field, model_validator
 from . import hardware as _hw
 from .costmodel import CostModel, optimizer_seconds, transfer_seconds
 from .errors import ConfigError
-from .graph import Graph, Op, Tensor
+from .graph import MAX_OPS, Graph, Op, Tensor, check_limit
 from .paths import read_document, user_path
 from .schema import Bytes, Schema, parse
 
@@ -156,12 +156,19 @@ class Profile:
         bwd = tuple(self.op_times[n][1] for n in names)
         return CostModel("measured", fwd, bwd, tuple(d2h.tolist()), tuple(h2d.tolist()), opt, duplex)
 
-    def graph(self) -> Graph:
-        """The graph the profile describes (needs ``has_graph``)."""
+    def graph(self, max_ops: int | None = MAX_OPS) -> Graph:
+        """The graph the profile describes (needs ``has_graph``). A profile of more than
+        ``max_ops`` ops (``core.graph.MAX_OPS``; None: no limit) is refused before the graph is
+        built, as ``models.build`` refuses one (``ConfigError``)."""
         where = self.source or self.name
         if not self.has_graph:
             raise ConfigError(f"{where}: describes op times only (no 'tensors', or ops without 'kind'); "
                               "use costs.measured(graph, profile) with a graph")
+        check_limit(max_ops, "max_ops", ConfigError)
+        n = len(self.doc.ops)
+        if max_ops is not None and n > max_ops:
+            raise ConfigError(f"{where}: ops: {n:,} ops, more than max_ops={max_ops:,}; give a larger "
+                              "max_ops (Profile.graph, profile.load) to build it anyway")
         tdocs = self.doc.tensors
         tid = {t.name: i for i, t in enumerate(tdocs)}
         producer: dict[int, int] = {}
@@ -200,10 +207,11 @@ def read(path) -> Profile:
     return from_dict(doc, source=path.name)
 
 
-def load(path, hardware=None) -> tuple[Graph, CostModel]:
-    """Graph and measured costs from a whole-graph profile (``hardware`` as in ``costs.measured``)."""
+def load(path, hardware=None, max_ops: int | None = MAX_OPS) -> tuple[Graph, CostModel]:
+    """Graph and measured costs from a whole-graph profile (``hardware`` as in ``costs.measured``;
+    ``max_ops`` as in ``Profile.graph``)."""
     prof = read(path)
-    g = prof.graph()
+    g = prof.graph(max_ops)
     return g, prof.costs(g, hardware)
 
 

@@ -33,6 +33,7 @@ from .. import (
 from .. import planners as planners_mod
 from ..bounds import check_time_limit
 from ..core.errors import CapacityWarning, ConfigError
+from ..core.graph import check_limit
 from ..core.paths import user_path
 from ..core.plan import Decision, Status
 from ..core.schema import check_type
@@ -362,8 +363,26 @@ def count_runs(models, hardware, budgets, planners, *, overrides=None, planner_p
     return n
 
 
+def each_once(values, axis: str, where: str, field: str | None = None) -> None:
+    """Refuse (``ConfigError``) a value given twice in one axis of a sweep: the sweep would compute
+    the same runs twice and its table could not tell them apart. Names the axis, the position (as
+    ``field.format(j)`` when given) and the value: ``"sweep: budgets[2]: expected each value once
+    (the same as budgets[0]); got 0.5"``. A value that is not a list has nothing to repeat."""
+    from ..core.schema import _short  # lazy: the one way values are shortened in messages
+
+    if not isinstance(values, (list, tuple)):
+        return
+    for j, v in enumerate(values):
+        i = next(i for i, u in enumerate(values) if u == v)
+        if i < j:
+            at = field.format(j) if field else f"{axis}[{j}]"
+            raise ConfigError(f"{where}: {at}: expected each value once (the same as {axis}[{i}]); "
+                              f"got {_short(v)}")
+
+
 def check_runs(n: int, max_runs: int | None, what: str = "sweep") -> None:
     """Raise ``ConfigError`` when ``n`` runs are more than ``max_runs`` (None: no limit)."""
+    check_limit(max_runs, "max_runs", ConfigError)
     if max_runs is not None and n > max_runs:
         raise ConfigError(f"{what}: {n:,} runs, more than max_runs={max_runs:,}; give a larger max_runs "
                           f"(CLI --max-runs) to run them anyway")
@@ -372,7 +391,12 @@ def check_runs(n: int, max_runs: int | None, what: str = "sweep") -> None:
 def grid(models, hardware, budgets, planners, *, overrides=None, planner_params=None, link=None,
          bound=True, max_runs: int | None = MAX_RUNS) -> list[RunSpec]:
     """Every run of a sweep, in the sweep's (deterministic) order: model, hardware, link,
-    overrides, budget, planner variant. More than ``max_runs`` runs raise ``ConfigError``."""
+    overrides, budget, planner variant. More than ``max_runs`` runs raise ``ConfigError``, and so
+    does a value given twice in one axis (``models``, ``hardware``, ``link``, ``overrides``,
+    ``budgets``, ``planners``), naming it, before anything else is checked."""
+    for axis, values in (("models", models), ("hardware", hardware), ("link", link), ("overrides", overrides),
+                         ("budgets", budgets), ("planners", planners)):
+        each_once(values, axis, "sweep")
     check_runs(count_runs(models, hardware, budgets, planners, overrides=overrides,
                           planner_params=planner_params, link=link), max_runs)
     vs = variants(planners, planner_params)

@@ -15,8 +15,8 @@ from .. import planners
 from ..core.errors import ConfigError, SlackSwapError
 from ..core.limits import resolve_budget
 from ..core.paths import check_output, data_dir, read_document, user_path
-from ..core.schema import PosFloat, PosInt, Schema, _short, parse
-from .runs import MAX_RUNS, check_runs, count_runs, sweep, variants
+from ..core.schema import PosFloat, PosInt, Schema, parse
+from .runs import MAX_RUNS, check_runs, count_runs, each_once, sweep, variants
 
 __all__ = ["SWEEP_KEYS", "load_sweep", "run_sweep_file", "sweep_from_dict", "sweeps_dir"]
 
@@ -148,14 +148,7 @@ def _each_once(f: SweepFile, where: str) -> None:
     if f.variants is not None:
         axes["variants"] = [v.label for v in f.variants]
     for axis, values in axes.items():
-        if not isinstance(values, list):
-            continue
-        for j, v in enumerate(values):
-            i = next(i for i, u in enumerate(values) if u == v)
-            if i < j:
-                field = f"variants[{j}].label" if axis == "variants" else f"{axis}[{j}]"
-                raise ConfigError(f"{where}: {field}: expected each value once (the same as {axis}[{i}]); "
-                                  f"got {_short(v)}")
+        each_once(values, axis, where, "variants[{}].label" if axis == "variants" else None)
 
 
 def run_sweep_file(path, out=None, **kw):

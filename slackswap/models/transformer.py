@@ -26,13 +26,14 @@ per-element constants (``_EW``); they are < 0.1% of a step.
 from __future__ import annotations
 
 from ..core.errors import ConfigError
-from ..core.graph import Graph, Op, Tensor
+from ..core.graph import MAX_OPS as _MAX_OPS
+from ..core.graph import Graph, Op, Tensor, check_limit
 from .spec import TransformerSpec
 
 #: Forward FLOPs per element of memory-bound ops (backward: 2x). Small, documented guesses.
 _EW = {"norm": 5, "gelu": 8, "swiglu": 6, "softmax": 5, "dropout": 2, "add": 1, "rope": 3,
        "embedding": 2, "loss": 5, "tanh": 4}
-MAX_OPS = 100_000
+MAX_OPS = _MAX_OPS   # core.graph.MAX_OPS: one limit for every graph the package builds
 """``build`` refuses a graph estimated above this many ops unless ``max_ops`` says otherwise (None:
 no limit): the estimate (ops before the first block + layers x the first block's ops) is made
 after one block, before the rest is built; 100,000 ops take about 7 s to build and far longer to
@@ -337,6 +338,5 @@ def build(spec: TransformerSpec, max_ops: int | None = MAX_OPS) -> Graph:
     """
     if not isinstance(spec, TransformerSpec):
         raise ConfigError(f"spec: expected a TransformerSpec, got {type(spec).__name__}")
-    if max_ops is not None and (isinstance(max_ops, bool) or not isinstance(max_ops, int) or max_ops < 1):
-        raise ConfigError(f"max_ops: must be a positive integer or None, got {max_ops!r}")
+    check_limit(max_ops, "max_ops", ConfigError)
     return _Transformer(spec).build(max_ops)

@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 import zlib
 
-from ..core.errors import ConfigError, ParameterError
-from ..core.paths import data_dir, user_path
+from ..core.errors import ConfigError, ParameterError, SlackSwapError
+from ..core.paths import check_output, data_dir, prepare_output, user_path
 from ..core.plan import Decision
 from ..core.schema import check_type
 from ..core.units import format_bytes, format_seconds
@@ -129,6 +129,7 @@ def _rows(df, floatfmt):
 
 def to_markdown(df, floatfmt: str = ".4f", path=None) -> str:
     """A GitHub markdown table (numbers right-aligned); written to ``path`` when given."""
+    _check_path(path, "to_markdown")
     import pandas as pd  # lazy: start-up cost (pandas)
 
     heads = [str(c) for c in df.columns]
@@ -142,7 +143,7 @@ def to_markdown(df, floatfmt: str = ".4f", path=None) -> str:
     sep = "|" + "|".join(("-" * (w + 1) + ":") if n else ("-" * (w + 2)) for w, n in zip(width, num, strict=True)) + "|"
     text = "\n".join([line(heads), sep, *(line(r) for r in rows)]) + "\n"
     if path is not None:
-        user_path(path).write_text(text)
+        _write(text, path)
     return text
 
 
@@ -152,6 +153,7 @@ _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_",
 
 def to_latex(df, floatfmt: str = ".4f", caption: str | None = None, path=None) -> str:
     """A booktabs ``tabular`` (special characters escaped); written to ``path`` when given."""
+    _check_path(path, "to_latex")
     import pandas as pd  # lazy: start-up cost (pandas)
 
     def esc(s: str) -> str:
@@ -168,15 +170,16 @@ def to_latex(df, floatfmt: str = ".4f", caption: str | None = None, path=None) -
         lines += [rf"\caption{{{esc(caption)}}}", r"\end{table}"]
     text = "\n".join(lines) + "\n"
     if path is not None:
-        user_path(path).write_text(text)
+        _write(text, path)
     return text
 
 
 def to_csv(df, path=None) -> str:
     """CSV text (no index); written to ``path`` when given."""
+    _check_path(path, "to_csv")
     text = df.to_csv(index=False)
     if path is not None:
-        user_path(path).write_text(text)
+        _write(text, path)
     return text
 
 
@@ -241,9 +244,39 @@ def _legend_below(fig, handles, labels, ncols: int):
                       fontsize=_LEGEND_FONTSIZE, frameon=False)
 
 
+def _check_path(path, fn: str) -> None:
+    """Check an output ``path`` of ``fn`` as the command line checks its outputs (one line naming
+    ``fn(path)``), before any work; None: nothing is written."""
+    if path is not None:
+        check_output(path, f"{fn}(path)")
+
+
+def check_figure(path, option: str) -> None:
+    """``check_output`` of a figure's path plus a file type matplotlib can write (by the suffix);
+    ``option`` names it in the one-line error (``--figure``, ``timeline_figure(path)``)."""
+    check_output(path, option)
+    from matplotlib.figure import Figure  # lazy: start-up cost (matplotlib)
+
+    kinds = Figure().canvas.get_supported_filetypes()
+    suffix = user_path(path).suffix.lstrip(".").lower()
+    if suffix not in kinds:
+        raise SlackSwapError(f"{option}: cannot write a figure as {suffix or 'a file without a suffix'!r} "
+                             f"({path}); allowed suffixes: {', '.join(sorted(kinds))}")
+
+
+def _check_figure_path(path, fn: str) -> None:
+    if path is not None:
+        check_figure(path, f"{fn}(path)")
+
+
+def _write(text: str, path) -> None:
+    if path is not None:
+        prepare_output(path).write_text(text)
+
+
 def _save(fig, path):
     if path is not None:
-        fig.savefig(user_path(path), dpi=120)
+        fig.savefig(prepare_output(path), dpi=120)
     return fig
 
 
@@ -252,6 +285,7 @@ def pareto_figure(df, value: str = "throughput_ratio", path=None):
     (the Pareto view: how much memory can be saved at what throughput). Runs that do not fit
     are left out of their line. Each planner has the same colour and marker in every panel
     (``planner_style``); one legend below the panels names every label."""
+    _check_figure_path(path, "pareto_figure")
     from matplotlib.lines import Line2D  # lazy: start-up cost (matplotlib)
 
     models = list(dict.fromkeys(df["model"]))
@@ -278,6 +312,7 @@ def gap_figure(df, path=None):
     """The gap study of ``experiments.gaps.compare``'s rows: mean (top row) and worst (bottom row) gap to the optimum in percent against budget level,
     link speed and graph shape; one line per variant in its planner's colour
     (``report.planner_style``; variants of one planner differ by line style)."""
+    _check_figure_path(path, "gap_figure")
     from matplotlib.lines import Line2D  # lazy: start-up cost (matplotlib)
 
 
@@ -362,6 +397,8 @@ def timeline_figure(result, problem=None, path=None, title: str | None = None, p
     budget line (docs/timeline.md, "Memory and the budget"); the title above, one legend below. With ``planner``
     the title names it and the memory curve takes its colour (``planner_style``)."""
     _figure_args("timeline_figure", result, problem)
+    _check_figure_path(path, "timeline_figure")
+    result.require_detail("timeline_figure")
     if not result.events:
         raise ConfigError("timeline_figure: the result has no events; simulate with detail=True")
     end = max(e.end for e in result.events)
@@ -392,6 +429,8 @@ def memory_figure(result, problem=None, path=None, planner: str | None = None):
     """The activation-memory curve alone, with the budget line (the curve in ``planner``'s colour
     when given); the legend below the axes."""
     _figure_args("memory_figure", result, problem)
+    result.require_detail("memory_figure")
+    _check_figure_path(path, "memory_figure")
     fig, axes = _figure(1, 1, height=3.0, width=8.0)
     ax = axes[0][0]
     tu, ts = _time_unit(max(float(max(result.memory_times, default=0)), 1e-12))

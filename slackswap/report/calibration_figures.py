@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..calibration.calibrate import bounds_for
 from ..core import hardware as hw_mod
-from . import _figure, _label_styles, _save, reference_table
+from . import _check_figure_path, _figure, _label_styles, _save, reference_table
 
 
 def _published(model: str, budget) -> float | None:
@@ -33,6 +33,7 @@ def sensitivity_figure(df, hardware: str = "a100-80gb", points=None, path=None):
     ratio for that model and budget (``data/reference/``); white circle: the preset (scale 1,
     its bandwidth); dashed box: the plausible ranges of ``calibrate.bounds_for``; ``points``:
     optional ``{model: (compute_scale, bandwidth_bytes_per_s)}`` marked with a star (e.g. a fit)."""
+    _check_figure_path(path, "sensitivity_figure")
 
     hw = hw_mod.load(hardware)
     models = list(dict.fromkeys(df["model"]))
@@ -88,6 +89,7 @@ def robustness_figure(df, path=None, min_ratio: float = 0.5):
     and the 5th percentile (dotted) per planner, each in its planner's colour against the noise level, one panel per model (or
     one panel when the table has no ``model`` column; with several budgets, the largest).
     Planners that did not fit, or whose nominal ratio is below ``min_ratio``, are left out."""
+    _check_figure_path(path, "robustness_figure")
     d = df[df["nominal_ratio"] >= min_ratio]
     models = list(dict.fromkeys(d["model"])) if "model" in d else [None]
     fig, axes = _figure(1, len(models), height=3.4, width=4.6, sharey=True)

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from . import _figure, _legend_below, _save
+from . import _check_figure_path, _figure, _legend_below, _save
 
 _SIMULATED, _MEASURED = "#7a9cc6", "#d08c60"
 
@@ -16,6 +16,7 @@ def measurement_figure(m, path=None):
     """Two panels for a ``slackswap.torch.measure_step.Measurement``: step time (ms) and peak (MiB),
     simulated beside measured for every plan it ran; on CUDA each plan's budget over its bars
     on the peak panel."""
+    _check_figure_path(path, "measurement_figure")
 
     fig, axes = _figure(1, 2, height=3.6, width=5.0)
     x = np.arange(len(m.rows))

@@ -75,13 +75,18 @@ class SimResult:
                               "tensor": e.tensor, "start_s": e.start, "end_s": e.end,
                               "duration_s": e.end - e.start} for e in self.events])
 
+    def require_detail(self, fn: str) -> None:
+        """Refuse (``SlackSwapError`` naming ``fn``) a result simulated with ``detail=False``: it
+        has no events and no memory curve, so an output drawn from them would be empty."""
+        if self.feasible and not self.events:   # a step that fits always has compute events
+            raise SlackSwapError(f"{fn}: the result has no timeline; expected a result of "
+                                 "simulate(problem, plan, detail=True); got one simulated with detail=False")
+
     def to_chrome_trace(self, path=None) -> dict:
         """Chrome trace-event JSON (open in chrome://tracing or ui.perfetto.dev); microseconds.
         A result simulated with ``detail=False`` has no timeline: refused (``SlackSwapError``)
         rather than written empty. ``path``: missing parent folders are created."""
-        if self.feasible and not self.events:   # a step that fits always has compute events
-            raise SlackSwapError("to_chrome_trace: the result has no timeline; expected a result of "
-                                 "simulate(problem, plan, detail=True); got one simulated with detail=False")
+        self.require_detail("to_chrome_trace")
         if path is not None:
             check_output(path, "to_chrome_trace(path)")
         tid = {"compute": 1, "d2h": 2, "h2d": 3}
