@@ -31,6 +31,7 @@ from ..core.paths import data_dir
 from ..timeline import simulate
 from ..timeline.problem import Problem
 from .fit import Calibration, check_hardware_out, fit  # the search itself
+from .options import check_calibrate
 from .parameters import PARAMETERS, Parameter, apply, bounds_for  # noqa: F401 - calibrate's API
 
 METRICS = ("throughput_ratio", "step_time_s")
@@ -200,21 +201,14 @@ def calibrate(targets=None, params=("compute_scale", "bandwidth"), hardware="a10
     """
 
     t0 = time.perf_counter()
+    params = list(check_calibrate(params, bounds, grid, profile, max_evals, tol).params)   # before any work
     if targets is None or not isinstance(targets, (list, tuple)):
         targets = read_targets(targets, planner)
     if not targets:
         raise SlackSwapError("calibrate.targets: no target rows")
-    params = list(params)
-    if not params or len(set(params)) != len(params):
-        raise SlackSwapError(f"calibrate.params: give distinct names among {', '.join(PARAMETERS)}; got {params}")
     unknown = [p for p in params if p not in PARAMETERS]
     if unknown:
         raise SlackSwapError(f"calibrate.params: unknown parameter {unknown[0]!r}; known: {', '.join(PARAMETERS)}")
-    for n, v in (("grid", grid), ("max_evals", max_evals)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise SlackSwapError(f"calibrate.{n}: must be an int >= 1, got {v!r}")
-    if isinstance(profile, bool) or not isinstance(profile, int) or profile < 0 or profile == 1:
-        raise SlackSwapError(f"calibrate.profile: must be 0 (no scan) or an int >= 2, got {profile!r}")
     names = {t.hardware for t in targets if t.hardware}
     if isinstance(hardware, str) and len(names) > 1:
         raise SlackSwapError(f"calibrate.targets: rows name several hardware ({', '.join(sorted(names))}); "
