@@ -240,3 +240,13 @@ def test_valid_sensitivity_and_calibrate_options_are_accepted_unchanged(scales, 
     cal = check_calibrate(("compute_scale",), {"compute_scale": (lo, lo + width)}, grid, profile, 40, tol)
     assert (cal.params, cal.bounds, cal.grid, cal.profile, cal.tol) == (
         ["compute_scale"], {"compute_scale": (lo, lo + width)}, grid, profile, tol)
+
+
+def test_numpy_arrays_and_scalars_are_accepted_as_lists_and_numbers():
+    import numpy as np
+
+    opts = check_sensitivity("tiny", np.linspace(0.5, 1.0, 3), np.array([12.5e9, 25e9]), True, np.int64(2))
+    assert opts.compute_scales == [0.5, 0.75, 1.0] and opts.bandwidths == [12.5e9, 25e9] and opts.workers == 2
+    assert check_robustness(np.array([0.0, 0.1]), np.int64(5), 0, np.float64(0.5), ENGINES).noise == [0.0, 0.1]
+    with pytest.raises(SlackSwapError, match=r"^sensitivity\.compute_scales\[1\]: expected a finite number; got nan$"):
+        sensitivity_grid("no-such-model", compute_scales=np.array([0.5, np.nan]), workers=1)

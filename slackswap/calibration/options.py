@@ -64,11 +64,21 @@ class RobustnessOptions(Schema):
     engines: Annotated[list[Literal[ENGINES]], NonEmpty, Distinct]
 
 
+def _plain(value):
+    """A NumPy scalar as the Python number it holds (``np.float64(0.5)`` -> ``0.5``)."""
+    return value.item() if type(value).__module__ == "numpy" and hasattr(value, "item") else value
+
+
 def _listed(value):
-    """A tuple (a default) as the list the schema declares; a set in a fixed order."""
+    """A tuple (a default), a range, a NumPy array or a pandas Series as the list the schema
+    declares; a set in a fixed order; NumPy scalars as Python numbers."""
     if isinstance(value, (set, frozenset)):
-        return sorted(value, key=str)
-    return list(value) if isinstance(value, tuple) else value
+        value = sorted(value, key=str)
+    elif hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
+    elif isinstance(value, (tuple, range)):
+        value = list(value)
+    return [_plain(v) for v in value] if isinstance(value, list) else _plain(value)
 
 
 def _check(schema, entry: str, kw: dict):
