@@ -250,3 +250,11 @@ def test_numpy_arrays_and_scalars_are_accepted_as_lists_and_numbers():
     assert check_robustness(np.array([0.0, 0.1]), np.int64(5), 0, np.float64(0.5), ENGINES).noise == [0.0, 0.1]
     with pytest.raises(SlackSwapError, match=r"^sensitivity\.compute_scales\[1\]: expected a finite number; got nan$"):
         sensitivity_grid("no-such-model", compute_scales=np.array([0.5, np.nan]), workers=1)
+
+
+def test_max_samples_raises_the_limit():
+    assert MAX_SAMPLES == 10_000
+    assert check_robustness([0.1], MAX_SAMPLES, 0, 0.5, ENGINES).samples == MAX_SAMPLES
+    assert check_robustness([0.1], 20_000, 0, 0.5, ENGINES, max_samples=20_000).samples == 20_000
+    with pytest.raises(SlackSwapError, match=r"^robustness\.samples: must be <= max_samples \(10000;"):
+        check_robustness([0.1], MAX_SAMPLES + 1, 0, 0.5, ENGINES)

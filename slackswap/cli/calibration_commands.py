@@ -153,8 +153,9 @@ def _robustness_args(p):
     p.add_argument("--sweep", help="a sweep file: every setting and variant of it (e.g. data/sweeps/slack_margin.toml)")
     p.add_argument("--noise", type=_floats, default=[0.0, 0.1, 0.2, 0.3], help="noise levels (default 0,0.1,0.2,0.3)")
     p.add_argument("--samples", type=int, default=50, help="samples per level (default 50; at most --max-samples)")
-    p.add_argument("--max-samples", type=int, default=10_000,
-                   help="largest --samples accepted (default 10000; raise it for a longer run)")
+    p.add_argument("--max-samples", type=int,
+                   help="largest --samples accepted (default: calibration.options.MAX_SAMPLES, 10000; "
+                        "raise it for a longer run)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--correlation", type=float, default=0.5, help="share of variance common per engine (0.5)")
     p.add_argument("--engines", type=_names, default=["compute", "d2h", "h2d", "latency"],
@@ -170,14 +171,17 @@ ROBUSTNESS_COLUMNS = ["noise", "nominal_ratio", "ratio_mean", "ratio_p5", "mean_
 @command("robustness", "simulate plans under random cost perturbations: slowdown and tail", _robustness_args)
 def _robustness(args, console) -> int:
     from .. import planners  # lazy: start-up cost of the command line
-    from ..calibration.options import check_robustness  # lazy: start-up cost of the command line
+    from ..calibration.options import (  # lazy: start-up cost of the command line
+        MAX_SAMPLES,
+        check_robustness,
+    )
     from ..calibration.robustness import (  # lazy: start-up cost of the command line
         robustness_sweep,
         robustness_table,
     )
 
     kw = dict(noise=args.noise, samples=args.samples, seed=args.seed, correlation=args.correlation,
-              engines=args.engines, max_samples=args.max_samples)
+              engines=args.engines, max_samples=MAX_SAMPLES if args.max_samples is None else args.max_samples)
     check_robustness(**kw)
     if args.sweep:
         given = [f"--{k}" for k in ("model", "planners", "link", "seq", "batch", "attention")
