@@ -258,3 +258,12 @@ def test_max_samples_raises_the_limit():
     assert check_robustness([0.1], 20_000, 0, 0.5, ENGINES, max_samples=20_000).samples == 20_000
     with pytest.raises(SlackSwapError, match=r"^robustness\.samples: must be <= max_samples \(10000;"):
         check_robustness([0.1], MAX_SAMPLES + 1, 0, 0.5, ENGINES)
+
+
+@pytest.mark.parametrize("bound, expected", [
+    ("bandwidth=1GB/s:inf", "argument --bound: bandwidth: cannot read 'inf' as a bandwidth "
+                            "(examples: \"25GB/s\", \"2TB/s\", 2.5e10)"),
+    ("compute_scale=a:1", "argument --bound: compute_scale: expected numbers LO:HI; got 'a:1'"),
+    ("latency=1us:x", "argument --bound: latency: cannot read 'x' as a time (examples: \"10us\", \"2ms\")")])
+def test_a_bound_that_is_not_a_range_of_numbers_is_one_line(bound, expected, capsys):
+    assert _cli(["calibrate", "--targets", "no-such-file.csv", "--bound", bound], capsys) == expected

@@ -41,11 +41,15 @@ def _bound(text: str) -> tuple[str, tuple[float, float]]:
     lo, sep2, hi = rng.partition(":")
     if not sep or not sep2:
         raise argparse.ArgumentTypeError(f"expected NAME=LO:HI (e.g. bandwidth=20GB/s:31.5GB/s), got {text!r}")
+    parse = parse_rate if "bandwidth" in name else parse_seconds if name == "latency" else None
     try:
-        parse = parse_rate if "bandwidth" in name else parse_seconds if name == "latency" else float
-        return name, (float(parse(lo)), float(parse(hi)))
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"--bound {name}: {e}") from None
+        if parse is None:
+            return name, (float(lo), float(hi))   # finite and ordered: checked with calibrate's bounds
+        return name, (float(parse(lo, name)), float(parse(hi, name)))
+    except SlackSwapError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{name}: expected numbers LO:HI; got {rng!r}") from None
 
 
 def _write(console, args, df, figure) -> int:
