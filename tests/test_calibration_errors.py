@@ -267,3 +267,17 @@ def test_max_samples_raises_the_limit():
     ("latency=1us:x", "argument --bound: latency: cannot read 'x' as a time (examples: \"10us\", \"2ms\")")])
 def test_a_bound_that_is_not_a_range_of_numbers_is_one_line(bound, expected, capsys):
     assert _cli(["calibrate", "--targets", "no-such-file.csv", "--bound", bound], capsys) == expected
+
+
+@pytest.mark.parametrize("kw, argv, expected", [
+    ({"hardware": "no-such-hw"}, ["--hardware", "no-such-hw"],
+     "unknown hardware 'no-such-hw'; known: "),
+    ({"planner": "no-such-planner"}, ["--planner", "no-such-planner"], "unknown planner 'no-such-planner'; known: "),
+    ({"budget": -1}, None, "sensitivity.budget: bytes must be > 0 (or a fraction in (0, 1] of the keep-all peak, "
+                           "or 'inf'); got -1")])
+def test_sensitivity_checks_hardware_planner_and_budget_before_any_point(kw, argv, expected, capsys):
+    with pytest.raises(SlackSwapError) as err:      # the model is unknown too: found only in a point
+        _sens(**kw)()
+    assert str(err.value).startswith(expected)
+    if argv:
+        assert _cli(["sensitivity", "--models", "no-such-model", *argv], capsys) == str(err.value)

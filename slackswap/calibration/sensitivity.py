@@ -14,6 +14,7 @@ import itertools
 
 from .. import bounds, planners
 from ..core import hardware as hw_mod
+from ..core.limits import parse_budget
 from ..timeline import simulate
 from ..timeline.problem import Problem
 from .calibrate import apply
@@ -40,6 +41,9 @@ def sensitivity_grid(models, hardware: str = "a100-80gb", budget=0.5, compute_sc
     import pandas as pd  # lazy: start-up cost (pandas)
 
     opts = check_sensitivity(models, compute_scales, bandwidths, bound, workers)   # before any work
+    parse_budget(budget, "sensitivity.budget")   # as Problem.build reads it, in every point
+    hw_mod.load(hardware)                         # an unknown preset or file: here, not in a worker
+    planners.get(planner)
     models, scales, bws = opts.models, [float(s) for s in opts.compute_scales], [float(b) for b in opts.bandwidths]
     todo = [(m, hardware, budget, planner, s, b, bound) for m, s, b in itertools.product(models, scales, bws)]
     if workers == 1:
