@@ -75,11 +75,10 @@ def _factor(level: float, rho: float, z_engine: float, z_item):
 
 
 def _engines(engines) -> frozenset:
-    bad = sorted(set(engines) - set(ENGINES))
-    if bad or isinstance(engines, str):
-        raise SlackSwapError(f"robustness.engines: unknown engine {bad[0] if bad else engines!r}; "
-                             f"allowed: {', '.join(ENGINES)}")
-    return frozenset(engines)
+    """``engines`` checked as every robustness function checks it (``options.check_robustness``)."""
+    if isinstance(engines, frozenset) and engines <= set(ENGINES) and engines:
+        return engines                      # already checked (robustness passes its own set)
+    return frozenset(check_robustness([0.0], 1, 0, 0.0, engines).engines)
 
 
 def perturbed_costs(problem, draws: Draws, level: float, correlation: float = 0.5, engines=ENGINES):
