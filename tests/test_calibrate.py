@@ -124,7 +124,7 @@ def test_published_targets_and_measured_csv(tmp_path):
     with pytest.raises(ConfigError, match="exactly one of throughput_ratio, step_time_s"):
         read_targets(bad)
     bad.write_text("model,budget,step_time_s\ntiny,0.5,-1\n")
-    with pytest.raises(ConfigError, match="step_time_s must be > 0"):
+    with pytest.raises(ConfigError, match="row 2: step_time_s: expected a finite number > 0"):
         read_targets(bad)
 
 

@@ -100,5 +100,5 @@ def test_a_bad_calibration_budget_names_its_row(tmp_path):
 
     csv = tmp_path / "targets.csv"
     csv.write_text("model,budget,step_time_s\ntiny,2.5,1.0\n")
-    with pytest.raises(BudgetError, match=r"^targets targets\.csv row 1: budget: a number > 1 is bytes"):
+    with pytest.raises(BudgetError, match=r"targets\.csv: row 2: budget: a number > 1 is bytes"):
         read_targets(csv)

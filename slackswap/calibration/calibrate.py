@@ -31,6 +31,7 @@ from ..core.paths import data_dir
 from ..timeline import simulate
 from ..timeline.problem import Problem
 from .fit import Calibration, check_hardware_out, fit  # the search itself
+from .options import check_calibrate
 from .parameters import PARAMETERS, Parameter, apply, bounds_for  # noqa: F401 - calibrate's API
 
 METRICS = ("throughput_ratio", "step_time_s")
@@ -55,40 +56,87 @@ class Target:
         return f"{self.model}{extra} @{self.budget} {self.planner}"
 
 
+_MISSING = {"", "na", "n/a", "#n/a", "nan", "null", "none", "<na>"}   # an empty cell (as pandas reads it)
+
+
 def read_targets(path=None, planner: str = "slack"):
     """Target rows from a CSV (default: the published table, ``data/reference/slackswap_paper.csv``).
 
     Columns: ``model`` and ``budget`` (required; budget as ``Problem.build``: a fraction, bytes,
     or ``none``), exactly one of ``throughput_ratio`` / ``step_time_s``, and optional
     ``planner`` (default ``planner``), ``hardware``, ``batch``, ``seq``, ``weight``; other columns
-    (``source``, ``tolerance``, ...) are ignored."""
-    import pandas as pd  # lazy: start-up cost (pandas)
-
+    (``source``, ``tolerance``, ...) are ignored. A bad file or cell raises ``ConfigError`` with one
+    line ``<file>: row <line>: <column>: <what was expected>; got <value>`` (row 1 is the header)."""
+    import csv
+    import io
+    from pathlib import Path
 
     path = path or data_dir() / "reference" / "slackswap_paper.csv"
+    where = str(path)
     try:
-        df = pd.read_csv(path, dtype={"budget": str})
-    except (OSError, pd.errors.ParserError) as e:
-        raise ConfigError(f"targets: cannot read {path}: {e}") from None
-    name = getattr(path, "name", str(path))
-    missing = [c for c in ("model", "budget") if c not in df.columns]
-    metric = [m for m in METRICS if m in df.columns]
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot read: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = "\0"
+    if "\0" in text:
+        raise ConfigError(f"{where}: expected a UTF-8 text CSV; got binary data")
+    if not text.strip():
+        raise ConfigError(f"{where}: expected a CSV with a header row (model, budget and one of "
+                          f"{', '.join(METRICS)}); got an empty file")
+    reader = csv.reader(io.StringIO(text))
+    try:
+        lines = [(reader.line_num, row) for row in reader if row]
+    except csv.Error as e:
+        raise ConfigError(f"{where}: row {reader.line_num}: expected CSV fields; got {e}") from None
+    (head_line, header), body = lines[0], lines[1:]
+    header = [c.strip() for c in header]
+    twice = [c for i, c in enumerate(header) if c in header[:i]]
+    missing = [c for c in ("model", "budget") if c not in header]
+    metric = [m for m in METRICS if m in header]
+    if twice:
+        raise ConfigError(f"{where}: row {head_line}: expected distinct column names; got {twice[0]!r} twice")
     if missing or len(metric) != 1:
-        raise ConfigError(f"targets {name}: needs columns model, budget and exactly one of "
-                          f"{', '.join(METRICS)}; has {', '.join(map(str, df.columns))}")
+        raise ConfigError(f"{where}: row {head_line}: expected columns model, budget and exactly one of "
+                          f"{', '.join(METRICS)}; got {', '.join(header)}")
+    if not body:
+        raise ConfigError(f"{where}: expected at least one target row after the header; got none")
     out = []
-    for i, r in df.iterrows():
-        value = float(r[metric[0]])
-        if not value > 0 or not math.isfinite(value):
-            raise ConfigError(f"targets {name} row {i + 1}: {metric[0]} must be > 0, got {r[metric[0]]!r}")
-        b = str(r["budget"]).strip()
-        budget = None if b.lower() in ("nan", "") else _target_budget(b, f"targets {name} row {i + 1}: budget")
-        ov = {k: int(r[k]) for k in ("batch", "seq") if k in df.columns and not pd.isna(r[k])}
-        get = {k: (r[k] if k in df.columns and not pd.isna(r[k]) else d)
-               for k, d in (("planner", planner), ("hardware", None), ("weight", 1.0))}
-        out.append(Target(str(r["model"]), budget, metric[0], value, str(get["planner"]), get["hardware"],
-                          float(get["weight"]), ov))
+    for line, cells in body:
+        if len(cells) != len(header):
+            raise ConfigError(f"{where}: row {line}: expected {len(header)} fields (as the header); "
+                              f"got {len(cells)}")
+        r = {c: v.strip() for c, v in zip(header, cells, strict=True)}
+        cell = lambda c, r=r: None if r.get(c, "").lower() in _MISSING else r[c]  # noqa: E731
+        at = f"{where}: row {line}"
+        if cell("model") is None:
+            raise ConfigError(f"{at}: model: expected a model name; got {r['model']!r}")
+        value = _number(r[metric[0]], f"{at}: {metric[0]}", "a finite number > 0", lambda v: v > 0)
+        b = r["budget"]
+        budget = None if cell("budget") is None else _target_budget(b, f"{at}: budget")
+        ov = {k: _count(cell(k), f"{at}: {k}") for k in ("batch", "seq") if cell(k) is not None}
+        weight = 1.0 if cell("weight") is None else _number(r["weight"], f"{at}: weight",
+                                                            "a finite number >= 0", lambda v: v >= 0)
+        out.append(Target(r["model"], budget, metric[0], value, cell("planner") or planner, cell("hardware"),
+                          weight, ov))
     return out
+
+
+def _number(text: str, field: str, expected: str, ok) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or not ok(v):
+        raise ConfigError(f"{field}: expected {expected}; got {text!r}")
+    return v
+
+
+def _count(text: str, field: str) -> int:
+    v = _number(text, field, "an integer >= 1", lambda v: v >= 1 and float(v).is_integer())
+    return int(v)
 
 
 def _target_budget(text: str, field: str):
@@ -153,21 +201,14 @@ def calibrate(targets=None, params=("compute_scale", "bandwidth"), hardware="a10
     """
 
     t0 = time.perf_counter()
+    params = list(check_calibrate(params, bounds, grid, profile, max_evals, tol).params)   # before any work
     if targets is None or not isinstance(targets, (list, tuple)):
         targets = read_targets(targets, planner)
     if not targets:
         raise SlackSwapError("calibrate.targets: no target rows")
-    params = list(params)
-    if not params or len(set(params)) != len(params):
-        raise SlackSwapError(f"calibrate.params: give distinct names among {', '.join(PARAMETERS)}; got {params}")
     unknown = [p for p in params if p not in PARAMETERS]
     if unknown:
         raise SlackSwapError(f"calibrate.params: unknown parameter {unknown[0]!r}; known: {', '.join(PARAMETERS)}")
-    for n, v in (("grid", grid), ("max_evals", max_evals)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise SlackSwapError(f"calibrate.{n}: must be an int >= 1, got {v!r}")
-    if isinstance(profile, bool) or not isinstance(profile, int) or profile < 0 or profile == 1:
-        raise SlackSwapError(f"calibrate.profile: must be 0 (no scan) or an int >= 2, got {profile!r}")
     names = {t.hardware for t in targets if t.hardware}
     if isinstance(hardware, str) and len(names) > 1:
         raise SlackSwapError(f"calibrate.targets: rows name several hardware ({', '.join(sorted(names))}); "

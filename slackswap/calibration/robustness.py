@@ -43,30 +43,11 @@ from ..timeline.problem import (
     Problem,
     with_transfer_margin,  # noqa: F401 - robustness's API as before
 )
+from .options import ENGINES, MAX_SAMPLES, check_robustness
 
-ENGINES = ("compute", "d2h", "h2d", "latency")
 COLUMNS = ("planner", "noise", "samples", "nominal_step_s", "nominal_ratio", "mean_slowdown",
            "p95_slowdown", "max_slowdown", "spread", "ratio_mean", "ratio_p5", "over_budget",
            "infeasible", "mean_stall_s")
-
-
-def _check_level(level) -> float:
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 <= level < 1:
-        raise SlackSwapError(f"robustness.noise: every level must be a number in [0, 1), got {level!r}")
-    return float(level)
-
-
-def _check_args(levels, samples, correlation, seed):
-    levels = [_check_level(x) for x in (levels if isinstance(levels, (list, tuple)) else [levels])]
-    if not levels:
-        raise SlackSwapError("robustness.noise: give at least one level in [0, 1)")
-    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-        raise SlackSwapError(f"robustness.samples: must be an int >= 1, got {samples!r}")
-    if isinstance(correlation, bool) or not isinstance(correlation, (int, float)) or not 0 <= correlation <= 1:
-        raise SlackSwapError(f"robustness.correlation: must be a number in [0, 1], got {correlation!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise SlackSwapError(f"robustness.seed: must be an int >= 0, got {seed!r}")
-    return levels
 
 
 def latency_of(problem) -> float:
@@ -94,11 +75,10 @@ def _factor(level: float, rho: float, z_engine: float, z_item):
 
 
 def _engines(engines) -> frozenset:
-    bad = sorted(set(engines) - set(ENGINES))
-    if bad or isinstance(engines, str):
-        raise SlackSwapError(f"robustness.engines: unknown engine {bad[0] if bad else engines!r}; "
-                             f"allowed: {', '.join(ENGINES)}")
-    return frozenset(engines)
+    """``engines`` checked as every robustness function checks it (``options.check_robustness``)."""
+    if isinstance(engines, frozenset) and engines <= set(ENGINES) and engines:
+        return engines                      # already checked (robustness passes its own set)
+    return frozenset(check_robustness([0.0], 1, 0, 0.0, engines).engines)
 
 
 def perturbed_costs(problem, draws: Draws, level: float, correlation: float = 0.5, engines=ENGINES):
@@ -123,10 +103,11 @@ def perturbed_costs(problem, draws: Draws, level: float, correlation: float = 0.
 
 
 def robustness(problem, plan, noise=(0.0, 0.1, 0.2, 0.3), samples: int = 50, seed: int = 0,
-               correlation: float = 0.5, label: str | None = None, engines=ENGINES):
+               correlation: float = 0.5, label: str | None = None, engines=ENGINES,
+               max_samples: int = MAX_SAMPLES):
     """Simulate ``plan`` under ``samples`` perturbations per noise level; one row per level.
     ``engines``: which of ``ENGINES`` get noise (default all; ``("d2h", "h2d", "latency")``:
-    copies only).
+    copies only). ``samples`` above ``max_samples`` (default ``MAX_SAMPLES``, 10,000) is refused.
 
     Columns (``COLUMNS``): ``nominal_step_s`` and ``nominal_ratio`` (unperturbed); the slowdown
     ``step / nominal step``: ``mean_slowdown``, ``p95_slowdown``, ``max_slowdown``, ``spread``
@@ -138,8 +119,8 @@ def robustness(problem, plan, noise=(0.0, 0.1, 0.2, 0.3), samples: int = 50, see
     import pandas as pd  # lazy: start-up cost (pandas)
 
 
-    levels = _check_args(noise, samples, correlation, seed)
-    engines = _engines(engines)
+    opts = check_robustness(noise, samples, seed, correlation, engines, max_samples)
+    levels, engines = opts.noise, frozenset(opts.engines)
     nominal = simulate(problem, plan, detail=False)
     if not nominal.feasible:
         raise SlackSwapError(f"robustness: the plan is infeasible on the nominal costs ({nominal.reason})")
@@ -170,7 +151,7 @@ def robustness(problem, plan, noise=(0.0, 0.1, 0.2, 0.3), samples: int = 50, see
 
 
 def robustness_table(problem, planner_list=("slack",), noise=(0.0, 0.1, 0.2, 0.3), samples: int = 50,
-                     seed: int = 0, correlation: float = 0.5, engines=ENGINES):
+                     seed: int = 0, correlation: float = 0.5, engines=ENGINES, max_samples: int = MAX_SAMPLES):
     """``robustness`` of every planner's plan for ``problem``, one table. ``planner_list``: names,
     or ``(label, name, params)`` triples (as ``experiments.variants``). Planners whose plan does
     not fit the nominal budget are left out (a row with ``nominal_ratio = 0``, nothing else).
@@ -178,6 +159,7 @@ def robustness_table(problem, planner_list=("slack",), noise=(0.0, 0.1, 0.2, 0.3
     import pandas as pd  # lazy: start-up cost (pandas)
 
 
+    check_robustness(noise, samples, seed, correlation, engines, max_samples)   # before any plan
     frames = []
     for item in planner_list:
         label, name, params = (item, item, {}) if isinstance(item, str) else item
@@ -185,7 +167,8 @@ def robustness_table(problem, planner_list=("slack",), noise=(0.0, 0.1, 0.2, 0.3
         if not simulate(problem, plan, detail=False).fits:
             frames.append(pd.DataFrame([{"planner": label, "nominal_ratio": 0.0}], columns=list(COLUMNS)))
         else:
-            frames.append(robustness(problem, plan, noise, samples, seed, correlation, label, engines))
+            frames.append(robustness(problem, plan, noise, samples, seed, correlation, label, engines,
+                                     max_samples))
         frames[-1]["planner_name"] = name   # the registered planner, for its colour in figures
     return pd.concat(frames, ignore_index=True)
 
@@ -203,13 +186,14 @@ def plan_with_margin(planner, problem, margin: float, **params):
 
 
 def robustness_sweep(path, noise=(0.0, 0.1, 0.2, 0.3), samples: int = 50, seed: int = 0,
-                     correlation: float = 0.5, engines=ENGINES):
+                     correlation: float = 0.5, engines=ENGINES, max_samples: int = MAX_SAMPLES):
     """``robustness_table`` for every (model, hardware, budget) of a sweep file and its planner
     variants (``data/sweeps/slack_margin.toml``: the margin ablation). Adds the setting columns
     ``model``, ``hardware``, ``budget`` in front. Links and overrides of the file apply."""
     import pandas as pd  # lazy: start-up cost (pandas)
 
 
+    check_robustness(noise, samples, seed, correlation, engines, max_samples)   # before the file is read
     cfg = experiments.load_sweep(path)
     var = experiments.variants(cfg["planners"], cfg["planner_params"])
     hws = cfg["hardware"] if isinstance(cfg["hardware"], list) else [cfg["hardware"]]
@@ -219,7 +203,8 @@ def robustness_sweep(path, noise=(0.0, 0.1, 0.2, 0.3), samples: int = 50, seed: 
     for model, hw, link, ov in itertools.product(cfg["models"], hws, links, ovs):
         base = Problem.build(model, hw_mod.load(hw, link=link), None, **ov)
         for b in cfg["budgets"]:
-            df = robustness_table(base.with_budget(b), var, noise, samples, seed, correlation, engines)
+            df = robustness_table(base.with_budget(b), var, noise, samples, seed, correlation, engines,
+                                  max_samples)
             df.insert(0, "budget", b)
             df.insert(0, "link", link or base.hardware.link.name)
             df.insert(0, "hardware", hw)

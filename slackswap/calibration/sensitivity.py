@@ -14,10 +14,11 @@ import itertools
 
 from .. import bounds, planners
 from ..core import hardware as hw_mod
-from ..core.errors import SlackSwapError
+from ..core.limits import parse_budget
 from ..timeline import simulate
 from ..timeline.problem import Problem
 from .calibrate import apply
+from .options import check_sensitivity
 
 COLUMNS = ("model", "budget", "compute_scale", "bandwidth", "ideal_step_s", "ratio", "bound_ratio")
 
@@ -39,13 +40,11 @@ def sensitivity_grid(models, hardware: str = "a100-80gb", budget=0.5, compute_sc
     ``workers > 1`` runs the points in processes."""
     import pandas as pd  # lazy: start-up cost (pandas)
 
-    models = [models] if isinstance(models, str) else list(models)
-    scales, bws = [float(s) for s in compute_scales], [float(b) for b in bandwidths]
-    if not models or not scales or not bws or min(scales) <= 0 or min(bws) <= 0:
-        raise SlackSwapError("sensitivity: models, compute_scales (> 0) and bandwidths (> 0, bytes/s) "
-                             "must be non-empty")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise SlackSwapError(f"sensitivity.workers: must be an int >= 1, got {workers!r}")
+    opts = check_sensitivity(models, compute_scales, bandwidths, bound, workers)   # before any work
+    parse_budget(budget, "sensitivity.budget")   # as Problem.build reads it, in every point
+    hw_mod.load(hardware)                         # an unknown preset or file: here, not in a worker
+    planners.get(planner)
+    models, scales, bws = opts.models, [float(s) for s in opts.compute_scales], [float(b) for b in opts.bandwidths]
     todo = [(m, hardware, budget, planner, s, b, bound) for m, s, b in itertools.product(models, scales, bws)]
     if workers == 1:
         rows = [_point(*a) for a in todo]

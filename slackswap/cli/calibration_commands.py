@@ -17,7 +17,6 @@ from .common import (
     _check_outputs,
     _df_table,
     _param,
-    _positive_int,
     _problem,
     _problem_args,
     print_table,
@@ -42,11 +41,15 @@ def _bound(text: str) -> tuple[str, tuple[float, float]]:
     lo, sep2, hi = rng.partition(":")
     if not sep or not sep2:
         raise argparse.ArgumentTypeError(f"expected NAME=LO:HI (e.g. bandwidth=20GB/s:31.5GB/s), got {text!r}")
+    parse = parse_rate if "bandwidth" in name else parse_seconds if name == "latency" else None
     try:
-        parse = parse_rate if "bandwidth" in name else parse_seconds if name == "latency" else float
-        return name, (float(parse(lo)), float(parse(hi)))
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"--bound {name}: {e}") from None
+        if parse is None:
+            return name, (float(lo), float(hi))   # finite and ordered: checked with calibrate's bounds
+        return name, (float(parse(lo, name)), float(parse(hi, name)))
+    except SlackSwapError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{name}: expected numbers LO:HI; got {rng!r}") from None
 
 
 def _write(console, args, df, figure) -> int:
@@ -72,10 +75,11 @@ def _calibrate_args(p):
     p.add_argument("--planner", default="slack", help="planner of rows that name none (default slack)")
     p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
                    help="slack planner parameter (repeatable)")
-    p.add_argument("--grid", type=_positive_int, default=3, help="start grid points per parameter (default 3)")
+    p.add_argument("--grid", type=int, default=3, help="start grid points per parameter (default 3)")
     p.add_argument("--profile", type=int, default=5, help="profile scan points per parameter (0 = none; default 5)")
-    p.add_argument("--max-evals", type=_positive_int, default=40, help="least-squares evaluations (default 40)")
-    p.add_argument("--tol", type=float, default=0.002, help="relative residual counted as reproduced (0.002)")
+    p.add_argument("--max-evals", type=int, default=40, help="least-squares evaluations (default 40)")
+    p.add_argument("--tol", type=float, default=0.002,
+                   help="relative residual counted as reproduced (finite, >= 0; default 0.002)")
     p.add_argument("--out", help="write the calibrated hardware TOML here (never over a preset)")
     p.add_argument("--into-presets", action="store_true", help="allow --out inside data/hardware/")
     p.add_argument("--force", action="store_true", help="replace an existing --out file (never a preset)")
@@ -88,7 +92,9 @@ def _calibrate(args, console) -> int:
         calibrate,
         check_hardware_out,
     )
+    from ..calibration.options import check_calibrate  # lazy: start-up cost of the command line
 
+    check_calibrate(args.params, dict(args.bound) or None, args.grid, args.profile, args.max_evals, args.tol)
     _check_outputs(args)
     if args.out:   # refused now (a preset, an existing file), not after the fit
         check_hardware_out(args.out, allow_presets=args.into_presets, overwrite=args.force)
@@ -118,13 +124,14 @@ def _sensitivity_args(p):
     p.add_argument("--bandwidths", type=_floats, default=[12.5, 16, 20, 25, 31.5, 40, 50],
                    help="link bandwidths in GB/s (comma-separated)")
     p.add_argument("--no-bound", action="store_true", help="skip the certified ceiling (faster)")
-    p.add_argument("--workers", type=_positive_int, default=2, help="processes (default 2)")
+    p.add_argument("--workers", type=int, default=2, help="processes (default 2)")
     p.add_argument("--out", help="write the grid as CSV")
     p.add_argument("--figure", help="write the contour figure (PNG, PDF, SVG)")
 
 
 @command("sensitivity", "throughput ratio over compute efficiency x link bandwidth", _sensitivity_args)
 def _sensitivity(args, console) -> int:
+    from ..calibration.options import check_sensitivity  # lazy: start-up cost of the command line
     from ..calibration.sensitivity import (
         sensitivity_grid,  # lazy: start-up cost of the command line
     )
@@ -132,9 +139,11 @@ def _sensitivity(args, console) -> int:
         sensitivity_figure,  # lazy: start-up cost of the command line
     )
 
+    bandwidths = [b * 1e9 for b in args.bandwidths]
+    check_sensitivity(args.models, args.compute_scales, bandwidths, not args.no_bound, args.workers)
     _check_outputs(args)
     df = sensitivity_grid(args.models, args.hardware, args.budget, args.compute_scales,
-                          [b * 1e9 for b in args.bandwidths], args.planner, not args.no_bound, args.workers)
+                          bandwidths, args.planner, not args.no_bound, args.workers)
     show = df.assign(bandwidth=df["bandwidth"] / 1e9).rename(columns={"bandwidth": "GB/s"})
     print_table(console, _df_table(f"{args.planner} throughput ratio and certified ceiling at budget {args.budget}", show))
     return _write(console, args, df, sensitivity_figure)
@@ -147,7 +156,10 @@ def _robustness_args(p):
                                                    "`slackswap reproduce` that are installed)")
     p.add_argument("--sweep", help="a sweep file: every setting and variant of it (e.g. data/sweeps/slack_margin.toml)")
     p.add_argument("--noise", type=_floats, default=[0.0, 0.1, 0.2, 0.3], help="noise levels (default 0,0.1,0.2,0.3)")
-    p.add_argument("--samples", type=_positive_int, default=50, help="samples per level (default 50)")
+    p.add_argument("--samples", type=int, default=50, help="samples per level (default 50; at most --max-samples)")
+    p.add_argument("--max-samples", type=int,
+                   help="largest --samples accepted (default: calibration.options.MAX_SAMPLES, 10000; "
+                        "raise it for a longer run)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--correlation", type=float, default=0.5, help="share of variance common per engine (0.5)")
     p.add_argument("--engines", type=_names, default=["compute", "d2h", "h2d", "latency"],
@@ -163,14 +175,26 @@ ROBUSTNESS_COLUMNS = ["noise", "nominal_ratio", "ratio_mean", "ratio_p5", "mean_
 @command("robustness", "simulate plans under random cost perturbations: slowdown and tail", _robustness_args)
 def _robustness(args, console) -> int:
     from .. import planners  # lazy: start-up cost of the command line
+    from ..calibration.options import (  # lazy: start-up cost of the command line
+        MAX_SAMPLES,
+        check_robustness,
+    )
     from ..calibration.robustness import (  # lazy: start-up cost of the command line
         robustness_sweep,
         robustness_table,
     )
 
-    _check_outputs(args)
     kw = dict(noise=args.noise, samples=args.samples, seed=args.seed, correlation=args.correlation,
-              engines=args.engines)
+              engines=args.engines, max_samples=MAX_SAMPLES if args.max_samples is None else args.max_samples)
+    check_robustness(**kw)
+    if args.sweep:
+        given = [f"--{k}" for k in ("model", "planners", "link", "seq", "batch", "attention")
+                 if getattr(args, k) is not None]
+        if given:
+            raise SlackSwapError(f"robustness: --sweep: expected no {', '.join(given)} with a sweep file (the file "
+                                 f"names its models, planners and overrides); got {given[0]} "
+                                 f"{getattr(args, given[0][2:])!r}")
+    _check_outputs(args)
     if args.sweep:
         df = robustness_sweep(args.sweep, **kw)
         keys = ["model", "budget", "planner"]

@@ -21,13 +21,22 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from .errors import ConfigError, SlackSwapError
 from .units import parse_bytes, parse_flops, parse_rate, parse_seconds
 
-__all__ = ["Bytes", "Fraction", "NonNegFloat", "NonNegInt", "PosFloat", "PosInt", "Rate", "Flops",
+__all__ = ["Bytes", "Distinct", "Fraction", "NonEmpty", "NonNegFloat", "NonNegInt", "PosFloat", "PosInt", "Rate",
+           "Flops",
            "Schema", "Seconds", "check_type", "format_error", "parse", "unit"]
 
 M = TypeVar("M", bound=BaseModel)
@@ -88,6 +97,21 @@ PosFloat = Annotated[float, Field(gt=0)]
 NonNegFloat = Annotated[float, Field(ge=0)]
 #: a fraction in (0, 1]
 Fraction = Annotated[float, Field(gt=0, le=1)]
+
+
+def _distinct(values):
+    seen = []
+    for v in values:
+        if v in seen:
+            raise PydanticCustomError("distinct", "expected distinct values ({value} twice)", {"value": repr(v)})
+        seen.append(v)
+    return values
+
+
+#: a list with no value twice: ``Annotated[list[float], Distinct]``
+Distinct = AfterValidator(_distinct)
+#: a list with at least one item: ``Annotated[list[str], NonEmpty]``
+NonEmpty = Field(min_length=1)
 
 _EXPECTED = {
     "bool_type": "expected true or false", "int_type": "expected an integer",
