@@ -88,8 +88,8 @@ def test_cutoff_probes_never_exceed_the_brute_force_optimum(p):
     """``probe_bound`` bisects from the ideal step to 5% above the brute-force optimum, so its
     cutoffs fall on both sides of it: every proof holds, so its bound stays at most the optimum,
     and at most the aggregated MILP's own optimum."""
-    from slackswap.bounds import _solve_pooled
     from slackswap.mip.aggregate import build
+    from slackswap.mip.aggregate.solve import solve_pooled
 
     best = planners.get("brute").plan(p)
     if best.info.status.value not in ("OPTIMAL", "FEASIBLE"):
@@ -101,7 +101,7 @@ def test_cutoff_probes_never_exceed_the_brute_force_optimum(p):
     low, _, proofs, probes = probe_bound(p, agg, p.ideal_step_s, 1.05 * step, 30, 10, rel_gap=1e-6,
                                          stop_at_failure=False)
     assert p.ideal_step_s <= low <= step * (1 + 1e-9), (low, step, proofs, probes)
-    opt = _solve_pooled(agg.model, 30, 1e-9, None, symmetry=False)     # the relaxation's own optimum
+    opt = solve_pooled(agg.model, 30, 1e-9, None, symmetry=False)     # the relaxation's own optimum
     if opt.status == 0:
         assert low <= p.ideal_step_s + (opt.fun + MIP_SHAVE) * agg.t0, (low, opt.fun)
     assert probes >= 1 or 1.05 * step - p.ideal_step_s <= 1e-6 * 1.05 * step
@@ -139,15 +139,15 @@ def test_a_probe_that_ends_optimal_above_its_cutoff_proves_the_cutoff_only(model
     0.1% below the aggregated optimum: 0.4033 for 0.3883; random small instances, above, never
     showed it). ``probe_bound`` takes only the cutoff from it: a first probe just below the
     optimum, then the bisection above it, never past the optimum."""
-    from slackswap.bounds import _solve_pooled
     from slackswap.mip.aggregate import build
+    from slackswap.mip.aggregate.solve import solve_pooled
 
     p = Problem.build(model, "a100-80gb", budget, layers=layers)
     agg = build(p, integral=True)
-    opt = _solve_pooled(agg.model, 60, 1e-6, None, symmetry=False)
+    opt = solve_pooled(agg.model, 60, 1e-6, None, symmetry=False)
     assert opt.status == 0
     cut = opt.fun * (1 - below)
-    raw = _solve_pooled(agg.model, 30, 1e-6, None, symmetry=False, cutoff=cut)
+    raw = solve_pooled(agg.model, 30, 1e-6, None, symmetry=False, cutoff=cut)
     assert raw.status == 2 or raw.fun >= cut        # no solution below the cutoff either way
     optimum = p.ideal_step_s + opt.fun * agg.t0
     mid = p.ideal_step_s + cut * agg.t0              # the first probe's cutoff
@@ -189,7 +189,7 @@ def test_both_solvers_at_once_keep_the_larger_bound_and_every_solution():
 
 
 class _FakeSolver:
-    """Stands for HiGHS or OR-Tools in ``_solve_both``: it runs until stopped (``cancelSolve``,
+    """Stands for HiGHS or OR-Tools in ``solve_both``: it runs until stopped (``cancelSolve``,
     ``InterruptSolve``) or until ``for_s`` seconds, and records what stopped it."""
 
     def __init__(self, for_s):
@@ -225,19 +225,19 @@ class _FakeSolver:
 
 @pytest.mark.parametrize("first", ["highs", "scip"])
 def test_the_solver_that_proves_the_optimum_stops_the_other(monkeypatch, first):
-    """``_solve_both``: the first to prove the MILP's optimum stops the other at once (HiGHS by
+    """``solve_both``: the first to prove the MILP's optimum stops the other at once (HiGHS by
     ``cancelSolve``, SCIP by ``InterruptSolve``); without it the call would last the other's
     30 s."""
     import time
 
-    import slackswap.bounds as B
+    import slackswap.mip.aggregate.race as B
 
     fakes = {"highs": _FakeSolver(0.05 if first == "highs" else 30),
              "scip": _FakeSolver(0.05 if first == "scip" else 30)}
-    monkeypatch.setattr(B, "_solve_pooled", lambda *a, started=None, **k: fakes["highs"].run(started, 0))
-    monkeypatch.setattr(B, "_solve_scip", lambda *a, started=None, **k: fakes["scip"].run(started, 0))
+    monkeypatch.setattr(B, "solve_pooled", lambda *a, started=None, **k: fakes["highs"].run(started, 0))
+    monkeypatch.setattr(B, "solve_scip", lambda *a, started=None, **k: fakes["scip"].run(started, 0))
     t = time.perf_counter()
-    res = B._solve_both(None, None, 1e-6, None, False)
+    res = B.solve_both(None, None, 1e-6, None, False)
     assert time.perf_counter() - t < 10, fakes
     other = "scip" if first == "highs" else "highs"
     assert fakes[other].calls == ["interrupt" if other == "scip" else "cancel"]
@@ -251,7 +251,7 @@ def test_a_solver_started_after_the_proof_gets_no_time(monkeypatch):
 
     from scipy.optimize import OptimizeResult
 
-    import slackswap.bounds as B
+    import slackswap.mip.aggregate.race as B
 
     fake, done = _FakeSolver(30), []
 
@@ -265,25 +265,25 @@ def test_a_solver_started_after_the_proof_gets_no_time(monkeypatch):
             time.sleep(0.01)
         return fake.run(started, 0)
 
-    monkeypatch.setattr(B, "_solve_pooled", highs)
-    monkeypatch.setattr(B, "_solve_scip", scip)
+    monkeypatch.setattr(B, "solve_pooled", highs)
+    monkeypatch.setattr(B, "solve_scip", scip)
     t = time.perf_counter()
-    B._solve_both(None, None, 1e-6, None, False)
+    B.solve_both(None, None, 1e-6, None, False)
     assert time.perf_counter() - t < 10 and fake.calls == [("time_limit", 1)], fake.calls
 
 
 def test_scip_is_stopped_at_the_time_limit(monkeypatch):
     """Next to HiGHS, SCIP checked its own time limit too seldom (gpt2-xl 0.2: 9.5 s for 5.3 s):
-    ``_solve_both`` interrupts it when the limit is spent."""
+    ``solve_both`` interrupts it when the limit is spent."""
     import time
 
-    import slackswap.bounds as B
+    import slackswap.mip.aggregate.race as B
 
     fakes = {"highs": _FakeSolver(0.2), "scip": _FakeSolver(30)}      # SCIP "ignores" its limit
-    monkeypatch.setattr(B, "_solve_pooled", lambda *a, started=None, **k: fakes["highs"].run(started, 1))
-    monkeypatch.setattr(B, "_solve_scip", lambda *a, started=None, **k: fakes["scip"].run(started, 1))
+    monkeypatch.setattr(B, "solve_pooled", lambda *a, started=None, **k: fakes["highs"].run(started, 1))
+    monkeypatch.setattr(B, "solve_scip", lambda *a, started=None, **k: fakes["scip"].run(started, 1))
     t = time.perf_counter()
-    B._solve_both(None, 0.5, 1e-6, None, False)
+    B.solve_both(None, 0.5, 1e-6, None, False)
     assert 0.4 < time.perf_counter() - t < 10 and fakes["scip"].calls == ["interrupt"], fakes["scip"].calls
 
 
@@ -342,11 +342,11 @@ def test_scip_takes_a_plan_as_its_first_solution():
 
 def test_a_scip_that_does_not_stop_is_left_behind(monkeypatch):
     """SCIP answers an interrupt only between its steps (3.5 s late at gpt2-xl 0.2 under a 10 s
-    limit): ``BackgroundBound.finish`` and ``_solve_both`` wait ``_stop_grace`` after telling it
+    limit): ``BackgroundBound.finish`` and ``solve_both`` wait ``stop_grace`` after telling it
     to stop, then go on without its result (here a stand-in that ignores the interrupt)."""
     import time
 
-    import slackswap.bounds as B
+    import slackswap.mip.aggregate.race as B
 
     class Deaf(_FakeSolver):
         def InterruptSolve(self):
@@ -354,16 +354,16 @@ def test_a_scip_that_does_not_stop_is_left_behind(monkeypatch):
             return True
 
     deaf = Deaf(30)
-    monkeypatch.setattr(B, "_solve_scip", lambda *a, started=None, **k: deaf.run(started, 1))
+    monkeypatch.setattr(B, "solve_scip", lambda *a, started=None, **k: deaf.run(started, 1))
     p = Problem.build("tiny", "a100-80gb", 0.5, layers=1)
     t = time.perf_counter()
     extra, agg, res = B.BackgroundBound(p, 1.0).finish(wait=True)
-    assert time.perf_counter() - t < 1.0 + B._stop_grace(1.0) + 1.0 and res is None and extra == 0.0
+    assert time.perf_counter() - t < 1.0 + B.stop_grace(1.0) + 1.0 and res is None and extra == 0.0
     hi = _FakeSolver(0.2)
-    monkeypatch.setattr(B, "_solve_pooled", lambda *a, started=None, **k: hi.run(started, 1))
+    monkeypatch.setattr(B, "solve_pooled", lambda *a, started=None, **k: hi.run(started, 1))
     t = time.perf_counter()
-    both = B._solve_both(None, 1.0, 1e-6, None, False)
-    assert time.perf_counter() - t < 1.0 + B._stop_grace(1.0) + 1.0
+    both = B.solve_both(None, 1.0, 1e-6, None, False)
+    assert time.perf_counter() - t < 1.0 + B.stop_grace(1.0) + 1.0
     assert both.message == "fake" and both.mip_dual_bound == 2.0 and "interrupt" in deaf.calls
     deaf.stop.set()
 

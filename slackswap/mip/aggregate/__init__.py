@@ -131,7 +131,10 @@ Rows:
 Objective: ``minimize sigma[n] + beta[0] + sum c_p r[p]`` (the extra time over the ideal step).
 
 The package: ``structure.py`` (what the rows are built from: ``needs``, ``bandwidth``, the re-run
-relations and chains), ``rows.py`` (``build``: the rows, in named steps) and ``add_to`` here.
+relations and chains), ``rows.py`` (``build``: the rows, in named steps), ``add_to`` here,
+``solve.py`` (solving it with ``mip.backends``' HiGHS and OR-Tools' SCIP, and what a result
+certifies) and ``race.py`` (two solvers at once, SCIP in a second thread, stopping them). The
+bounds built on it: ``slackswap.bounds``; its solutions as plans: ``planners/milp/beyond.py``.
 """
 
 from __future__ import annotations

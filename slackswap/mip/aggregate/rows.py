@@ -72,7 +72,6 @@ def segments(m: Model, g, pset: set[int], x: dict[int, int], ms: dict[int, int],
     return out
 
 
-
 def build(problem, integral: bool = False, releases: bool = False, tight: bool = False,
           chains: int = 0) -> Aggregate | None:
     """The aggregated model of ``problem`` (module docstring), or None when no step exceeds the
