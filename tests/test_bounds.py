@@ -765,14 +765,14 @@ def test_the_tight_decisions_fit_where_a_layer_is_rebuilt_as_one_segment():
     against a budget of 69,836 B; now they fit and simulate to its bound (proven: to the bound's
     shave, 1e-6 of the forward time)."""
     from slackswap.mip.aggregate import build
-    from slackswap.planners.milp.beyond import _aggregate_plan
+    from slackswap.planners.milp.beyond import aggregate_plan
 
     p = Problem.build("tiny", "a100-80gb", 0.4, layers=2)
     extra, agg, res = aggregate_bound(p, integral=True, node_limit=2000, releases=True, tight=True,
                                       mip_rel_gap=1e-9)
     assert any(n.startswith("seg[") for n in agg.model.row_names)
     assert not any(n.startswith("seg[") for n in build(p, integral=True, releases=True).model.row_names)
-    r = simulate(p, _aggregate_plan(planners.get("milp"), p, agg, res), detail=False)
+    r = simulate(p, aggregate_plan(p, agg, res, planners.get("milp")._settings(p)), detail=False)
     assert r.fits and p.ideal_step_s + extra <= r.step_time_s <= p.ideal_step_s + extra + 1.01 * MIP_SHAVE * agg.t0
 
 
@@ -810,7 +810,7 @@ def test_the_aggregated_milps_plan_is_the_fastest_of_its_solutions(bert_large_20
     """bert-large at 0.3 (20 nodes): the relaxation's incumbent simulates to 231.28 ms, another
     solution its search found to 229.93 ms (HiGHS 1.16; before the ``d2h_first`` rows 232.77 and
     232.12 ms); the planner's start is the fastest of them all within the budget."""
-    from slackswap.planners.milp.beyond import _aggregate_plan
+    from slackswap.planners.milp.beyond import aggregate_plan
     from slackswap.planners.milp.milp_planner import _decisions
 
     p, (_, agg, res) = bert_large_20_nodes
@@ -818,7 +818,7 @@ def test_the_aggregated_milps_plan_is_the_fastest_of_its_solutions(bert_large_20
     for x in [res.x, *res.solutions]:
         r = simulate(p, Plan(_decisions(p, x, agg.swap, agg.rec)), detail=False)
         times.append(r.step_time_s if r.feasible and r.fits else math.inf)
-    got = simulate(p, _aggregate_plan(planners.get("milp"), p, agg, res), detail=False)
+    got = simulate(p, aggregate_plan(p, agg, res, planners.get("milp")._settings(p)), detail=False)
     assert got.fits and got.step_time_s == min(times)
     assert got.step_time_s < times[0] * (1 - 1e-3), (times[0], got.step_time_s)
 
@@ -1016,11 +1016,11 @@ def test_the_pools_plans_take_the_d2h_order_of_their_solution():
     optimum) simulate to 51.13 us in the default D2H order, where the first backward step waits
     for layer 0's query behind a 10 us copy of its norm statistics; the relaxation holds for every
     D2H order, and the order read from its solution (``beyond._release_order``: what it has
-    copied out first goes first) simulates to 41.53 us. The planner's ``_aggregate_plan`` tries
+    copied out first goes first) simulates to 41.53 us. The planner's ``aggregate_plan`` tries
     both and keeps the faster."""
     from slackswap import Decision
     from slackswap.mip.aggregate import build
-    from slackswap.planners.milp.beyond import _aggregate_plan, _release_order
+    from slackswap.planners.milp.beyond import _release_order, aggregate_plan
 
     p = Problem.build("tiny", "a100-80gb", 0.4, layers=4)
     swap = {"L0.attn.norm.stats", "L0.q"}
@@ -1041,7 +1041,7 @@ def test_the_pools_plans_take_the_d2h_order_of_their_solution():
     ordered = simulate(p, Plan(dec, d2h_order=order), detail=False).step_time_s
     assert ordered == pytest.approx(at, rel=1e-6)
     res = type("Res", (), {"x": x, "solutions": []})()
-    got = _aggregate_plan(planners.get("milp"), p, agg, res)
+    got = aggregate_plan(p, agg, res, planners.get("milp")._settings(p))
     assert got.d2h_order == order
     # without release columns (the full-size model) there is no order to read
     assert _release_order(p, dec, build(p, integral=True).released, x) is None
@@ -1323,13 +1323,13 @@ def test_the_chain_rows_lift_the_gpt2_bound_to_its_optimum():
     without them, 32,186.45 us with the unsaved later inputs only), within its tolerance of the
     optimum the exact MILP proves, 32,193.635 us (benchmarks/README.md), and a plan of its
     solutions simulates to that optimum."""
-    from slackswap.planners.milp.beyond import _aggregate_plan
+    from slackswap.planners.milp.beyond import aggregate_plan
     from slackswap.planners.milp.milp_planner import CHAIN_DEPTH
 
     p = Problem.build("gpt2", "a100-80gb", 0.88, layers=2)
     extra, agg, res = aggregate_bound(p, integral=True, releases=True, tight=True, chains=CHAIN_DEPTH)
     bound = p.ideal_step_s + extra
     assert 32_193.6e-6 <= bound <= 32_193.635e-6 * (1 + 1e-9)
-    plan = _aggregate_plan(planners.get("milp"), p, agg, res)
+    plan = aggregate_plan(p, agg, res, planners.get("milp")._settings(p))
     step = simulate(p, plan, detail=False).step_time_s
     assert step == pytest.approx(32_193.635e-6, rel=1e-7) and step - bound <= 1e-6 * step
