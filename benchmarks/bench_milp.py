@@ -352,8 +352,9 @@ def binding(a) -> None:
 def log(a) -> None:
     from types import SimpleNamespace
 
-    from slackswap.bounds import _STATUS, _dual, _extra, aggregate_point, probe_reading
+    from slackswap.bounds import aggregate_point, probe_reading
     from slackswap.mip.aggregate import build
+    from slackswap.mip.aggregate.solve import STATUS, dual, extra_seconds
     from slackswap.mip.backends import _flat, _highs, _run
     from slackswap.mip.ortools_backend import solve_ortools
 
@@ -380,7 +381,7 @@ def log(a) -> None:
         cut = (a.probe * 1e-3 - p.ideal_step_s) / agg.t0
     t0 = time.perf_counter()
     start = None if a.start == "none" else aggregate_point(p, agg, planners.get(a.start).plan(p).decisions)
-    if solver == "highs":       # as bounds._solve_pooled runs it on the full-size presets, with its log
+    if solver == "highs":       # as mip.aggregate.solve.solve_pooled runs it on the full-size presets, with its log
         h = _highs(_flat(agg.model))
         h.setOptionValue("output_flag", True)
         r = _run(h, True, time_limit_s=a.time_limit, mip_rel_gap=1e-6, threads=None, seed=0, relax=False,
@@ -393,10 +394,10 @@ def log(a) -> None:
         except SlackSwapError as e:
             raise SystemExit(f"bench_milp.py log: {e}") from None
     wall = time.perf_counter() - t0
-    # the certified bound as the planner reads it (bounds._dual): the dual bound, or a proven
+    # the certified bound as the planner reads it (mip.aggregate.solve.dual): the dual bound, or a proven
     # optimum less the gap; never the incumbent
-    res = SimpleNamespace(mip_dual_bound=r.bound, fun=r.objective, x=r.x, status=_STATUS.get(r.status, 4))
-    bound = _dual(res, 1e-6)
+    res = SimpleNamespace(mip_dual_bound=r.bound, fun=r.objective, x=r.x, status=STATUS.get(r.status, 4))
+    bound = dual(res, 1e-6)
     inc = "none" if r.objective is None else \
         f"{(p.ideal_step_s + r.objective * agg.t0) * 1e3:.2f} ms"
     if cut is not None:     # a probe proves at most its cutoff, as the planner reads it
@@ -409,7 +410,7 @@ def log(a) -> None:
     settings = "; ".join(a.scip_param + ([f"{a.start}'s plan as the first solution"] if start else [])
                          + ([f"cutoff at {a.probe} ms"] if cut is not None else [])) or "the defaults"
     print(f"| {name} | {a.budget} | {solver} | {settings} | {r.nodes} | "
-          f"{(p.ideal_step_s + _extra(bound, agg, True)) * 1e3:.2f} ms | {inc} | {wall:.1f} s |", flush=True)
+          f"{(p.ideal_step_s + extra_seconds(bound, agg, True)) * 1e3:.2f} ms | {inc} | {wall:.1f} s |", flush=True)
 
 
 def main(argv=None):

@@ -88,8 +88,8 @@ def test_cutoff_probes_never_exceed_the_brute_force_optimum(p):
     """``probe_bound`` bisects from the ideal step to 5% above the brute-force optimum, so its
     cutoffs fall on both sides of it: every proof holds, so its bound stays at most the optimum,
     and at most the aggregated MILP's own optimum."""
-    from slackswap.bounds import _solve_pooled
     from slackswap.mip.aggregate import build
+    from slackswap.mip.aggregate.solve import solve_pooled
 
     best = planners.get("brute").plan(p)
     if best.info.status.value not in ("OPTIMAL", "FEASIBLE"):
@@ -101,7 +101,7 @@ def test_cutoff_probes_never_exceed_the_brute_force_optimum(p):
     low, _, proofs, probes = probe_bound(p, agg, p.ideal_step_s, 1.05 * step, 30, 10, rel_gap=1e-6,
                                          stop_at_failure=False)
     assert p.ideal_step_s <= low <= step * (1 + 1e-9), (low, step, proofs, probes)
-    opt = _solve_pooled(agg.model, 30, 1e-9, None, symmetry=False)     # the relaxation's own optimum
+    opt = solve_pooled(agg.model, 30, 1e-9, None, symmetry=False)     # the relaxation's own optimum
     if opt.status == 0:
         assert low <= p.ideal_step_s + (opt.fun + MIP_SHAVE) * agg.t0, (low, opt.fun)
     assert probes >= 1 or 1.05 * step - p.ideal_step_s <= 1e-6 * 1.05 * step
@@ -139,15 +139,15 @@ def test_a_probe_that_ends_optimal_above_its_cutoff_proves_the_cutoff_only(model
     0.1% below the aggregated optimum: 0.4033 for 0.3883; random small instances, above, never
     showed it). ``probe_bound`` takes only the cutoff from it: a first probe just below the
     optimum, then the bisection above it, never past the optimum."""
-    from slackswap.bounds import _solve_pooled
     from slackswap.mip.aggregate import build
+    from slackswap.mip.aggregate.solve import solve_pooled
 
     p = Problem.build(model, "a100-80gb", budget, layers=layers)
     agg = build(p, integral=True)
-    opt = _solve_pooled(agg.model, 60, 1e-6, None, symmetry=False)
+    opt = solve_pooled(agg.model, 60, 1e-6, None, symmetry=False)
     assert opt.status == 0
     cut = opt.fun * (1 - below)
-    raw = _solve_pooled(agg.model, 30, 1e-6, None, symmetry=False, cutoff=cut)
+    raw = solve_pooled(agg.model, 30, 1e-6, None, symmetry=False, cutoff=cut)
     assert raw.status == 2 or raw.fun >= cut        # no solution below the cutoff either way
     optimum = p.ideal_step_s + opt.fun * agg.t0
     mid = p.ideal_step_s + cut * agg.t0              # the first probe's cutoff
@@ -189,7 +189,7 @@ def test_both_solvers_at_once_keep_the_larger_bound_and_every_solution():
 
 
 class _FakeSolver:
-    """Stands for HiGHS or OR-Tools in ``_solve_both``: it runs until stopped (``cancelSolve``,
+    """Stands for HiGHS or OR-Tools in ``solve_both``: it runs until stopped (``cancelSolve``,
     ``InterruptSolve``) or until ``for_s`` seconds, and records what stopped it."""
 
     def __init__(self, for_s):
@@ -225,19 +225,19 @@ class _FakeSolver:
 
 @pytest.mark.parametrize("first", ["highs", "scip"])
 def test_the_solver_that_proves_the_optimum_stops_the_other(monkeypatch, first):
-    """``_solve_both``: the first to prove the MILP's optimum stops the other at once (HiGHS by
+    """``solve_both``: the first to prove the MILP's optimum stops the other at once (HiGHS by
     ``cancelSolve``, SCIP by ``InterruptSolve``); without it the call would last the other's
     30 s."""
     import time
 
-    import slackswap.bounds as B
+    import slackswap.mip.aggregate.race as B
 
     fakes = {"highs": _FakeSolver(0.05 if first == "highs" else 30),
              "scip": _FakeSolver(0.05 if first == "scip" else 30)}
-    monkeypatch.setattr(B, "_solve_pooled", lambda *a, started=None, **k: fakes["highs"].run(started, 0))
-    monkeypatch.setattr(B, "_solve_scip", lambda *a, started=None, **k: fakes["scip"].run(started, 0))
+    monkeypatch.setattr(B, "solve_pooled", lambda *a, started=None, **k: fakes["highs"].run(started, 0))
+    monkeypatch.setattr(B, "solve_scip", lambda *a, started=None, **k: fakes["scip"].run(started, 0))
     t = time.perf_counter()
-    res = B._solve_both(None, None, 1e-6, None, False)
+    res = B.solve_both(None, None, 1e-6, None, False)
     assert time.perf_counter() - t < 10, fakes
     other = "scip" if first == "highs" else "highs"
     assert fakes[other].calls == ["interrupt" if other == "scip" else "cancel"]
@@ -251,7 +251,7 @@ def test_a_solver_started_after_the_proof_gets_no_time(monkeypatch):
 
     from scipy.optimize import OptimizeResult
 
-    import slackswap.bounds as B
+    import slackswap.mip.aggregate.race as B
 
     fake, done = _FakeSolver(30), []
 
@@ -265,25 +265,25 @@ def test_a_solver_started_after_the_proof_gets_no_time(monkeypatch):
             time.sleep(0.01)
         return fake.run(started, 0)
 
-    monkeypatch.setattr(B, "_solve_pooled", highs)
-    monkeypatch.setattr(B, "_solve_scip", scip)
+    monkeypatch.setattr(B, "solve_pooled", highs)
+    monkeypatch.setattr(B, "solve_scip", scip)
     t = time.perf_counter()
-    B._solve_both(None, None, 1e-6, None, False)
+    B.solve_both(None, None, 1e-6, None, False)
     assert time.perf_counter() - t < 10 and fake.calls == [("time_limit", 1)], fake.calls
 
 
 def test_scip_is_stopped_at_the_time_limit(monkeypatch):
     """Next to HiGHS, SCIP checked its own time limit too seldom (gpt2-xl 0.2: 9.5 s for 5.3 s):
-    ``_solve_both`` interrupts it when the limit is spent."""
+    ``solve_both`` interrupts it when the limit is spent."""
     import time
 
-    import slackswap.bounds as B
+    import slackswap.mip.aggregate.race as B
 
     fakes = {"highs": _FakeSolver(0.2), "scip": _FakeSolver(30)}      # SCIP "ignores" its limit
-    monkeypatch.setattr(B, "_solve_pooled", lambda *a, started=None, **k: fakes["highs"].run(started, 1))
-    monkeypatch.setattr(B, "_solve_scip", lambda *a, started=None, **k: fakes["scip"].run(started, 1))
+    monkeypatch.setattr(B, "solve_pooled", lambda *a, started=None, **k: fakes["highs"].run(started, 1))
+    monkeypatch.setattr(B, "solve_scip", lambda *a, started=None, **k: fakes["scip"].run(started, 1))
     t = time.perf_counter()
-    B._solve_both(None, 0.5, 1e-6, None, False)
+    B.solve_both(None, 0.5, 1e-6, None, False)
     assert 0.4 < time.perf_counter() - t < 10 and fakes["scip"].calls == ["interrupt"], fakes["scip"].calls
 
 
@@ -342,11 +342,11 @@ def test_scip_takes_a_plan_as_its_first_solution():
 
 def test_a_scip_that_does_not_stop_is_left_behind(monkeypatch):
     """SCIP answers an interrupt only between its steps (3.5 s late at gpt2-xl 0.2 under a 10 s
-    limit): ``BackgroundBound.finish`` and ``_solve_both`` wait ``_stop_grace`` after telling it
+    limit): ``BackgroundBound.finish`` and ``solve_both`` wait ``stop_grace`` after telling it
     to stop, then go on without its result (here a stand-in that ignores the interrupt)."""
     import time
 
-    import slackswap.bounds as B
+    import slackswap.mip.aggregate.race as B
 
     class Deaf(_FakeSolver):
         def InterruptSolve(self):
@@ -354,16 +354,16 @@ def test_a_scip_that_does_not_stop_is_left_behind(monkeypatch):
             return True
 
     deaf = Deaf(30)
-    monkeypatch.setattr(B, "_solve_scip", lambda *a, started=None, **k: deaf.run(started, 1))
+    monkeypatch.setattr(B, "solve_scip", lambda *a, started=None, **k: deaf.run(started, 1))
     p = Problem.build("tiny", "a100-80gb", 0.5, layers=1)
     t = time.perf_counter()
     extra, agg, res = B.BackgroundBound(p, 1.0).finish(wait=True)
-    assert time.perf_counter() - t < 1.0 + B._stop_grace(1.0) + 1.0 and res is None and extra == 0.0
+    assert time.perf_counter() - t < 1.0 + B.stop_grace(1.0) + 1.0 and res is None and extra == 0.0
     hi = _FakeSolver(0.2)
-    monkeypatch.setattr(B, "_solve_pooled", lambda *a, started=None, **k: hi.run(started, 1))
+    monkeypatch.setattr(B, "solve_pooled", lambda *a, started=None, **k: hi.run(started, 1))
     t = time.perf_counter()
-    both = B._solve_both(None, 1.0, 1e-6, None, False)
-    assert time.perf_counter() - t < 1.0 + B._stop_grace(1.0) + 1.0
+    both = B.solve_both(None, 1.0, 1e-6, None, False)
+    assert time.perf_counter() - t < 1.0 + B.stop_grace(1.0) + 1.0
     assert both.message == "fake" and both.mip_dual_bound == 2.0 and "interrupt" in deaf.calls
     deaf.stop.set()
 
@@ -765,14 +765,14 @@ def test_the_tight_decisions_fit_where_a_layer_is_rebuilt_as_one_segment():
     against a budget of 69,836 B; now they fit and simulate to its bound (proven: to the bound's
     shave, 1e-6 of the forward time)."""
     from slackswap.mip.aggregate import build
-    from slackswap.planners.milp.beyond import _aggregate_plan
+    from slackswap.planners.milp.beyond import aggregate_plan
 
     p = Problem.build("tiny", "a100-80gb", 0.4, layers=2)
     extra, agg, res = aggregate_bound(p, integral=True, node_limit=2000, releases=True, tight=True,
                                       mip_rel_gap=1e-9)
     assert any(n.startswith("seg[") for n in agg.model.row_names)
     assert not any(n.startswith("seg[") for n in build(p, integral=True, releases=True).model.row_names)
-    r = simulate(p, _aggregate_plan(planners.get("milp"), p, agg, res), detail=False)
+    r = simulate(p, aggregate_plan(p, agg, res, planners.get("milp")._settings(p)), detail=False)
     assert r.fits and p.ideal_step_s + extra <= r.step_time_s <= p.ideal_step_s + extra + 1.01 * MIP_SHAVE * agg.t0
 
 
@@ -810,7 +810,7 @@ def test_the_aggregated_milps_plan_is_the_fastest_of_its_solutions(bert_large_20
     """bert-large at 0.3 (20 nodes): the relaxation's incumbent simulates to 231.28 ms, another
     solution its search found to 229.93 ms (HiGHS 1.16; before the ``d2h_first`` rows 232.77 and
     232.12 ms); the planner's start is the fastest of them all within the budget."""
-    from slackswap.planners.milp.beyond import _aggregate_plan
+    from slackswap.planners.milp.beyond import aggregate_plan
     from slackswap.planners.milp.milp_planner import _decisions
 
     p, (_, agg, res) = bert_large_20_nodes
@@ -818,7 +818,7 @@ def test_the_aggregated_milps_plan_is_the_fastest_of_its_solutions(bert_large_20
     for x in [res.x, *res.solutions]:
         r = simulate(p, Plan(_decisions(p, x, agg.swap, agg.rec)), detail=False)
         times.append(r.step_time_s if r.feasible and r.fits else math.inf)
-    got = simulate(p, _aggregate_plan(planners.get("milp"), p, agg, res), detail=False)
+    got = simulate(p, aggregate_plan(p, agg, res, planners.get("milp")._settings(p)), detail=False)
     assert got.fits and got.step_time_s == min(times)
     assert got.step_time_s < times[0] * (1 - 1e-3), (times[0], got.step_time_s)
 
@@ -1016,11 +1016,11 @@ def test_the_pools_plans_take_the_d2h_order_of_their_solution():
     optimum) simulate to 51.13 us in the default D2H order, where the first backward step waits
     for layer 0's query behind a 10 us copy of its norm statistics; the relaxation holds for every
     D2H order, and the order read from its solution (``beyond._release_order``: what it has
-    copied out first goes first) simulates to 41.53 us. The planner's ``_aggregate_plan`` tries
+    copied out first goes first) simulates to 41.53 us. The planner's ``aggregate_plan`` tries
     both and keeps the faster."""
     from slackswap import Decision
     from slackswap.mip.aggregate import build
-    from slackswap.planners.milp.beyond import _aggregate_plan, _release_order
+    from slackswap.planners.milp.beyond import _release_order, aggregate_plan
 
     p = Problem.build("tiny", "a100-80gb", 0.4, layers=4)
     swap = {"L0.attn.norm.stats", "L0.q"}
@@ -1041,7 +1041,7 @@ def test_the_pools_plans_take_the_d2h_order_of_their_solution():
     ordered = simulate(p, Plan(dec, d2h_order=order), detail=False).step_time_s
     assert ordered == pytest.approx(at, rel=1e-6)
     res = type("Res", (), {"x": x, "solutions": []})()
-    got = _aggregate_plan(planners.get("milp"), p, agg, res)
+    got = aggregate_plan(p, agg, res, planners.get("milp")._settings(p))
     assert got.d2h_order == order
     # without release columns (the full-size model) there is no order to read
     assert _release_order(p, dec, build(p, integral=True).released, x) is None
@@ -1323,13 +1323,13 @@ def test_the_chain_rows_lift_the_gpt2_bound_to_its_optimum():
     without them, 32,186.45 us with the unsaved later inputs only), within its tolerance of the
     optimum the exact MILP proves, 32,193.635 us (docs/journal/benchmarks-milp-2026-12.md), and a plan of its
     solutions simulates to that optimum."""
-    from slackswap.planners.milp.beyond import _aggregate_plan
+    from slackswap.planners.milp.beyond import aggregate_plan
     from slackswap.planners.milp.milp_planner import CHAIN_DEPTH
 
     p = Problem.build("gpt2", "a100-80gb", 0.88, layers=2)
     extra, agg, res = aggregate_bound(p, integral=True, releases=True, tight=True, chains=CHAIN_DEPTH)
     bound = p.ideal_step_s + extra
     assert 32_193.6e-6 <= bound <= 32_193.635e-6 * (1 + 1e-9)
-    plan = _aggregate_plan(planners.get("milp"), p, agg, res)
+    plan = aggregate_plan(p, agg, res, planners.get("milp")._settings(p))
     step = simulate(p, plan, detail=False).step_time_s
     assert step == pytest.approx(32_193.635e-6, rel=1e-7) and step - bound <= 1e-6 * step

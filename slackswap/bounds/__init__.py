@@ -20,7 +20,7 @@
    a fractional knapsack solved exactly by sorting (``T_s - T_j`` with ``T_j`` replaced by the end
    ``E_j = T_{j+1} + sigma_j`` of op ``j``, after which the outputs of ops ``>= j`` are copied).
 
-   **2b. Aggregated relaxation** (``slackswap/mip/aggregate.py``, every size, about a
+   **2b. Aggregated relaxation** (``slackswap/mip/aggregate/``, every size, about a
    second on the full-size models): the same capacities at every forward *and backward* step at
    once, with one variable per decision (re-run op, RECOMPUTE, SWAP) shared by all steps, the
    recompute that can run before the first backward step (the closure of what the last op saves,
@@ -37,15 +37,20 @@
 from __future__ import annotations
 
 import math
-import threading
 import time
 
 import numpy as np
 
 from ..core.errors import BudgetError, ConfigError, SlackSwapError
 from ..core.plan import Decision
-from ..mip import backends  # backends._run looked up at call time (tests replace it)
 from ..mip.aggregate import bandwidth, build, needs
+from ..mip.aggregate.race import (
+    BackgroundBound as BackgroundBound,  # the bound API: beyond the exact model
+)
+from ..mip.aggregate.race import solve_both
+from ..mip.aggregate.solve import LP_SHAVE as LP_SHAVE
+from ..mip.aggregate.solve import MIP_SHAVE as MIP_SHAVE
+from ..mip.aggregate.solve import dual, extra_seconds, scipy_milp, solve_pooled, solve_scip
 from ..mip.backends import _flat, _highs
 
 
@@ -127,20 +132,20 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
                     mip_rel_gap: float = 1e-6, node_limit: int | None = None, releases: bool = False,
                     tight: bool = False, solver: str = "highs", chains: int = 0):
     """Least extra time (seconds over the ideal step) of the aggregated relaxation
-    (``slackswap/mip/aggregate.py``), solved by HiGHS: its LP optimum (``scipy.optimize.milp``),
-    or with ``integral`` (highspy, ``_solve_pooled``: its result also holds every integer
+    (``slackswap/mip/aggregate/``; solved by ``mip/aggregate/solve.py``), by HiGHS: its LP optimum (``scipy.optimize.milp``),
+    or with ``integral`` (highspy, ``solve_pooled``: its result also holds every integer
     solution found) the dual bound of the MILP reached after ``node_limit``
     branch-and-bound nodes (a work limit: the same result on any machine) or ``time_limit_s``
     seconds, whichever comes first; ``releases`` adds the per-copy release rows (``build``), for
     a few dozen planning tensors, and ``tight`` with them the ``rho_by``, ``o`` and ``seg`` rows
-    (without ``releases`` HiGHS's symmetry detection is off: ``_solve_pooled``), and ``chains``
+    (without ``releases`` HiGHS's symmetry detection is off: ``solve_pooled``), and ``chains``
     with those the copy-back rows along chains of up to that many RECOMPUTE tensors, as deep as
     their rows fit in ``aggregate.CHAIN_NONZEROS`` (``v_chain``, ``v_chains``: ``build``). ``solver``
-    (with ``integral``): ``"highs"``; ``"scip"``, SCIP through OR-Tools (``_solve_scip``;
+    (with ``integral``): ``"highs"``; ``"scip"``, SCIP through OR-Tools (``solve_scip``;
     ``pip install slackswap[ortools]``), whose dual bound rises faster on the full-size presets'
     MILP at low budgets (llama-7b at 0.2: 1798.69 ms after 20 nodes against HiGHS's 1794.04 ms;
     docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"); or ``"highs+scip"``, both at once, the larger bound
-    (``_solve_both``). Returns
+    (``solve_both``). Returns
     ``(seconds, Aggregate or None, scipy result or None)``; 0.0 when nothing is proven (result
     None with a constant row that fails, ``Aggregate.model.infeasible``: no plan fits). Shaved by
     the solver's feasibility tolerance, in units of the forward time: the LP's primal one
@@ -162,31 +167,21 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     if mdl.infeasible:
         return 0.0, agg, None
     if integral and solver == "highs+scip":
-        res = _solve_both(mdl, time_limit_s, mip_rel_gap, node_limit, releases)
+        res = solve_both(mdl, time_limit_s, mip_rel_gap, node_limit, releases)
         val = res.mip_dual_bound
     elif integral:
-        res = _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit) if solver == "scip" else \
-            _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=releases)
-        val = _dual(res, mip_rel_gap)
+        res = solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit) if solver == "scip" else \
+            solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=releases)
+        val = dual(res, mip_rel_gap)
     else:
         opts = {"mip_rel_gap": mip_rel_gap}
         if time_limit_s is not None:
             opts["time_limit"] = float(time_limit_s)
-        res = _scipy_milp(mdl, opts)
+        res = scipy_milp(mdl, opts)
         val = res.fun if res.status == 0 else None
     if val is not None and math.isfinite(val) and not integral:
         val = float(val) + mdl.obj_const    # scipy's milp leaves the objective's constant out; HiGHS and SCIP count it
-    return _extra(val, agg, integral), agg, res
-
-
-def _extra(val, agg, integral: bool) -> float:
-    """Seconds over the ideal step certified by a solver's bound ``val`` on ``agg``'s model (with
-    the objective's constant), shaved by the solver's tolerance (``aggregate_bound``); 0.0 for
-    no bound."""
-    if val is None or not math.isfinite(val):
-        return 0.0
-    shave = MIP_SHAVE if integral else LP_SHAVE
-    return max(0.0, (float(val) - shave) * agg.t0 * (1 - 1e-9))
+    return extra_seconds(val, agg, integral), agg, res
 
 
 def aggregate_point(problem, agg, decisions) -> dict[int, float] | None:
@@ -194,7 +189,7 @@ def aggregate_point(problem, agg, decisions) -> dict[int, float] | None:
     ``decisions`` (tensor id -> ``Decision``; every planning tensor) and every other column at
     its least objective: that MILP (its ``pend`` binaries free) solved by HiGHS, integers
     rounded, as column -> value; None when HiGHS finds none. Every plan maps to a feasible point
-    of the model (``mip/aggregate.py``), so this is a solution of the aggregated MILP whose
+    of the model (``mip/aggregate/``), so this is a solution of the aggregated MILP whose
     objective is at most the plan's extra time (a first solution for a solver:
     ``benchmarks/bench_milp.py log --start``)."""
 
@@ -207,107 +202,13 @@ def aggregate_point(problem, agg, decisions) -> dict[int, float] | None:
                 lb[col] = ub[col] = float(decisions[t] is d)
     # with the decisions fixed, HiGHS's presolve can end in "Solve error" (status 4): then without it
     for presolve in (True, False):
-        res = _scipy_milp(mdl, {"mip_rel_gap": 1e-9, "presolve": presolve}, lb, ub)
+        res = scipy_milp(mdl, {"mip_rel_gap": 1e-9, "presolve": presolve}, lb, ub)
         if res.status != 4:
             break
     if res.x is None:
         return None
     x = np.where(np.asarray(mdl.integer, bool), np.round(res.x), res.x)
     return {i: float(v) for i, v in enumerate(x)}
-
-
-def _scipy_milp(mdl, options: dict, lb=None, ub=None):
-    """``scipy.optimize.milp`` (HiGHS) on the model ``mdl`` with its integrality and the column
-    bounds ``lb`` / ``ub`` (the model's by default); its result leaves ``mdl.obj_const`` out."""
-    from scipy.optimize import Bounds, LinearConstraint, milp  # lazy: start-up cost (scipy)
-
-    obj = np.zeros(len(mdl.names))
-    for v, cf in mdl.obj.items():
-        obj[v] = cf
-    return milp(obj, constraints=LinearConstraint(mdl.csr(), mdl.lo, mdl.hi), integrality=np.asarray(mdl.integer, int),
-                bounds=Bounds(mdl.lb if lb is None else lb, mdl.ub if ub is None else ub), options=options)
-
-
-class BackgroundBound:
-    """The aggregated MILP of ``problem`` (no release rows) on SCIP in a second thread, without a
-    node limit, from construction until ``time_limit_s`` seconds have passed or ``finish()`` is
-    called (the ``milp`` planner's ``aggregate_solver="auto"`` under a time limit on the
-    full-size presets: SCIP uses the second core while the planner's thread runs HiGHS's
-    nodes and the incumbent search; SCIP releases the GIL). Its bound holds however it stops;
-    it depends on machine speed. Needs OR-Tools."""
-
-    def __init__(self, problem, time_limit_s: float, mip_rel_gap: float = 1e-6):
-        self._end = time.perf_counter() + float(time_limit_s)
-        self._grace = _stop_grace(time_limit_s)
-        self._gap = mip_rel_gap
-        self._out: dict = {}
-        self._scip = _Stopper.scip()
-        self._thread = threading.Thread(target=self._run, args=(problem,), name="slackswap-aggregate-scip",
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self, problem) -> None:
-        try:
-            agg = self._out["agg"] = build(problem, integral=True)
-            left = self._end - time.perf_counter()
-            if agg is None or agg.model.infeasible or left <= 0.5 or self._scip.stopped:
-                return
-            self._out["res"] = _solve_scip(agg.model, left, self._gap, None, started=self._scip.started)
-        except BaseException as e:      # re-raised by finish()
-            self._out["error"] = e
-
-    def finish(self, wait: bool = False):
-        """Stop SCIP (``InterruptSolve``; with ``wait``, at its time limit) and wait for it, at
-        most ``_stop_grace`` seconds: ``(seconds, Aggregate or None, result or None)`` as
-        ``aggregate_bound`` returns them (0.0 and no result when it had no time, the model is
-        trivial, or SCIP did not stop within that grace; its thread then ends on its own)."""
-
-        if wait:
-            self._thread.join(max(0.0, self._end - time.perf_counter()))
-        self._scip.stop()
-        self._thread.join(self._grace)
-        if self._thread.is_alive():      # left to stop on its own: its bound is not read
-            return 0.0, self._out.get("agg"), None
-        if "error" in self._out:
-            raise self._out["error"]
-        agg, res = self._out.get("agg"), self._out.get("res")
-        if agg is None or res is None:
-            return 0.0, agg, None
-        return _extra(_dual(res, self._gap), agg, True), agg, res
-
-
-class _Stopper:
-    """Stops a solver that runs in another thread: pass ``started`` as the solve's ``started``
-    hook (``mip.backends._run``, ``solve_ortools``); ``stop()`` interrupts the solver, or, when
-    it has not started yet, makes it start with no time (``BackgroundBound``, ``_solve_both``)."""
-
-    def __init__(self, interrupt, no_time):
-        self._interrupt, self._no_time = interrupt, no_time
-        self._lock = threading.Lock()
-        self._solver = None
-        self.stopped = False
-
-    @classmethod
-    def highs(cls):
-        return cls(lambda h: h.cancelSolve(), lambda h: h.setOptionValue("time_limit", 1e-3))
-
-    @classmethod
-    def scip(cls):
-        return cls(lambda s: s.InterruptSolve(), lambda s: s.SetTimeLimit(1))
-
-    def started(self, solver) -> None:
-        with self._lock:
-            self._solver = solver
-            late = self.stopped
-        if late:
-            self._no_time(solver)
-
-    def stop(self) -> None:
-        with self._lock:
-            self.stopped = True
-            solver = self._solver
-        if solver is not None:
-            self._interrupt(solver)
 
 
 def binding_rows(problem, releases: bool = False, tol: float = 1e-7):
@@ -319,7 +220,7 @@ def binding_rows(problem, releases: bool = False, tol: float = 1e-7):
     optimum, so these rows alone carry the bound; when it is above zero a memory row
     (``mem_fwd`` / ``mem_bwd``, or ``mem_rel`` with ``releases``) is among them, since without
     the memory rows every decision at zero is optimal. The families are named in
-    ``slackswap/mip/aggregate.py`` and docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"
+    ``slackswap/mip/aggregate/`` and docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"
     (``python benchmarks/bench_milp.py binding``)."""
 
     if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
@@ -345,136 +246,9 @@ def binding_rows(problem, releases: bool = False, tol: float = 1e-7):
     return float(extra), rows
 
 
-#: what ``aggregate_bound`` takes off a solver's bound, in units of the forward time: HiGHS's
-#: primal feasibility tolerance for the LP, its integrality tolerance for the MILP
-LP_SHAVE, MIP_SHAVE = 1e-7, 1e-6
-
-_STATUS = {"optimal": 0, "time_limit": 1, "infeasible": 2}    # scipy.optimize.milp's codes; else 4
 #: the solvers of the aggregated MILP (``aggregate_bound(solver=...)``, the milp planner's
-#: ``aggregate_solver``); "highs+scip": both at once (``_solve_both``)
+#: ``aggregate_solver``); "highs+scip": both at once (``solve_both``)
 AGGREGATE_SOLVERS = ("highs", "scip", "highs+scip")
-
-
-def _dual(res, mip_rel_gap):
-    """A MILP result's certified objective bound (before the shave): the solver's dual bound, or
-    when it proved its optimum within ``mip_rel_gap`` without one, that optimum less the gap."""
-    val = res.mip_dual_bound
-    if res.status == 0 and res.fun is not None:      # proven optimal (within mip_rel_gap)
-        val = res.fun - mip_rel_gap * abs(res.fun) if val is None else val
-    return val
-
-
-def _stop_grace(time_limit_s) -> float | None:
-    """How long to wait for SCIP once told to stop: it answers an interrupt (and its own time
-    limit) only between its steps, 3.5 s late at gpt2-xl 0.2 under a 10 s limit beside the
-    planner's work; 5% of the time limit, at least 0.5 s (None without a limit: until it stops)."""
-    return max(0.5, 0.05 * float(time_limit_s)) if time_limit_s is not None else None
-
-
-def _solve_both(mdl, time_limit_s, mip_rel_gap, node_limit, releases):
-    """The aggregated MILP on HiGHS and on SCIP at the same time, SCIP in a second thread (both
-    release the GIL), each with the node and time limits given: one result with the larger of
-    the two certified bounds (``_dual``; each holds for every plan) as ``mip_dual_bound``, the
-    faster of the two incumbents as ``x`` / ``fun``, status 0 when either proved its optimum,
-    ``solutions`` HiGHS's pool then SCIP's incumbent, and ``mip_node_count`` the larger count.
-    The first to prove the optimum (or that there is none) stops the other (HiGHS ``cancelSolve``, SCIP
-    ``InterruptSolve``; one not yet started gets a time limit of a millisecond): a stopped
-    solve's bound still holds, and the proof decides the bound. SCIP is also stopped at the time
-    limit: next to HiGHS it checked its own too seldom (gpt2-xl 0.2: 9.5 s for a limit of 5.3 s);
-    if it has not stopped ``_stop_grace`` later, the result is HiGHS's alone.
-    """
-
-    from scipy.optimize import OptimizeResult  # lazy: start-up cost (scipy)
-
-    out: dict = {}
-    highs, scip = _Stopper.highs(), _Stopper.scip()
-
-    def run_scip():
-        try:
-            out["scip"] = _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit, started=scip.started)
-            if out["scip"].status in (0, 2):       # proven optimal or infeasible
-                highs.stop()
-        except BaseException as e:      # re-raised in the caller's thread
-            out["error"] = e
-            highs.stop()
-
-    end = None if time_limit_s is None else time.perf_counter() + float(time_limit_s)
-    th = threading.Thread(target=run_scip, name="slackswap-aggregate-scip", daemon=True)
-    th.start()
-    try:
-        hi = _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=releases, started=highs.started)
-        if hi.status in (0, 2):
-            scip.stop()
-    finally:
-        if end is not None:
-            th.join(max(0.0, end - time.perf_counter()))
-            if th.is_alive():       # SCIP checks its own limit too seldom next to HiGHS: 9.5 s for 5.3
-                scip.stop()
-        th.join(_stop_grace(time_limit_s))
-    if "error" in out:
-        raise out["error"]
-    if th.is_alive():      # SCIP has not stopped within the grace: HiGHS's result alone
-        return hi
-    sc = out["scip"]
-    duals = [v for v in (_dual(hi, mip_rel_gap), _dual(sc, mip_rel_gap)) if v is not None and math.isfinite(v)]
-    inc = min((r for r in (hi, sc) if r.x is not None), key=lambda r: r.fun, default=hi)
-    return OptimizeResult(status=0 if 0 in (hi.status, sc.status) else inc.status,
-                          message=f"HiGHS: {hi.message}; SCIP: {sc.message}", x=inc.x, fun=inc.fun,
-                          mip_dual_bound=max(duals) if duals else None,
-                          mip_node_count=max(r.mip_node_count or 0 for r in (hi, sc)),
-                          solutions=list(hi.solutions) + list(sc.solutions))
-
-
-def _solve_scip(mdl, time_limit_s, mip_rel_gap, node_limit, started=None):
-    """The aggregated MILP ``mdl`` solved by SCIP (OR-Tools, ``mip.ortools_backend``: feasibility
-    tolerance 1e-9, one thread, deterministic), as ``_solve_pooled``'s result: ``node_limit`` is
-    SCIP's ``limits/nodes`` (a work limit), ``mip_dual_bound`` SCIP's dual bound (with the
-    objective's constant, as HiGHS reports it; None when SCIP proves its optimum within
-    ``mip_rel_gap``: ``aggregate_bound`` then takes the optimum less that gap) and ``solutions``
-    its last incumbent only."""
-
-    from scipy.optimize import OptimizeResult  # lazy: start-up cost (scipy)
-
-    # without OR-Tools, solve_ortools says "pip install slackswap[ortools]"
-    from ..mip.ortools_backend import solve_ortools  # optional dependency (torch)
-
-    # the time limit counts from here: building OR-Tools' model takes seconds on the presets
-    deadline = None if time_limit_s is None else time.perf_counter() + float(time_limit_s)
-    r = solve_ortools(mdl, "scip", mip_rel_gap=mip_rel_gap, node_limit=node_limit, deadline=deadline,
-                      started=started)
-    x = None if r.x is None else np.asarray(r.x, float)
-    # proven within mip_rel_gap: no dual bound, as on HiGHS's path (``_dual`` takes the optimum less the gap)
-    bound = None if r.status == "optimal" or r.bound is None else float(r.bound)
-    return OptimizeResult(status=_STATUS.get(r.status, 4), message=r.message or r.status, x=x,
-                          fun=None if x is None else float(r.objective), mip_dual_bound=bound,
-                          mip_node_count=r.nodes, solutions=[] if x is None else [x])
-
-
-def _solve_pooled(mdl, time_limit_s, mip_rel_gap, node_limit, symmetry=True, started=None, cutoff=None):
-    """The aggregated MILP ``mdl`` solved by HiGHS in this process (``mip.backends._run``, with
-    HiGHS's own feasibility tolerances, as ``scipy.optimize.milp`` uses them: the bound is shaved
-    for them; with the exact model's 1e-9 the tight MILP at ``tiny`` 4 layers 0.4 stopped at its
-    2,000 nodes short of the optimum it proves in 942 without), as a
-    ``scipy.optimize.OptimizeResult`` with the fields of ``scipy.optimize.milp``'s (``status``,
-    ``x``, ``fun``, ``mip_dual_bound``, ``mip_node_count``) and ``solutions``: every integer
-    solution the search found, in the order found. Each is a set of decisions that satisfies the
-    relaxation; the planner judges them all by simulation, since the one with the least relaxed
-    time need not simulate fastest (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps", "The solution pool").
-    ``symmetry``: HiGHS's symmetry detection; ``aggregate_bound`` turns it off without the
-    release rows (the full-size presets): on llama-7b at 0.3 the search then processes 3,631
-    nodes in 60 s against 316, and a restart lifts the bound; with them (small models) it stays
-    on: without it `tiny` 4 layers at 0.4 is no longer proven (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps").
-    ``cutoff``: HiGHS's ``objective_bound`` (``probe_bound``)."""
-    from scipy.optimize import OptimizeResult  # lazy: start-up cost (scipy)
-
-
-    r = backends._run(_highs(_flat(mdl)), True, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, threads=None,
-             seed=0, relax=False, deadline=None, node_limit=node_limit, pool=True, strict=False,
-             symmetry=symmetry, started=started, cutoff=cutoff)
-    return OptimizeResult(status=_STATUS.get(r.status, 4), message=r.message or r.status,
-                          x=None if r.x is None else np.asarray(r.x, float),
-                          fun=None if r.x is None else r.objective, mip_dual_bound=r.bound,
-                          mip_node_count=r.nodes, solutions=r.solutions or [])
 
 
 #: ``probe_bound``: a probe is not started with less than this many seconds left (and the milp
@@ -510,7 +284,7 @@ def probe_bound(problem, agg, low_s: float, high_s: float, time_limit_s: float, 
     bound) proves the cutoff, no more.
 
     Returns ``(bound_s, results, proofs, probes)``: the certified bound (at least ``low_s``),
-    the probes' results that hold integer solutions (``_solve_pooled``'s; candidates for a plan),
+    the probes' results that hold integer solutions (``solve_pooled``'s; candidates for a plan),
     and how many probes proved their cutoff and how many ran."""
 
     end = time.perf_counter() + float(time_limit_s)
@@ -518,7 +292,7 @@ def probe_bound(problem, agg, low_s: float, high_s: float, time_limit_s: float, 
     found, proofs, probes = [], 0, 0
 
     def step(val) -> float:      # a certified step time from a bound ``val`` of the model
-        return problem.ideal_step_s + _extra(val, agg, True)
+        return problem.ideal_step_s + extra_seconds(val, agg, True)
 
     while hi - lo > rel_gap * hi:
         left = end - time.perf_counter()
@@ -526,7 +300,7 @@ def probe_bound(problem, agg, low_s: float, high_s: float, time_limit_s: float, 
             break
         mid = 0.5 * (lo + hi)
         cut = (mid - problem.ideal_step_s) / agg.t0
-        res = _solve_pooled(agg.model, min(float(probe_s), left), 1e-6, None, symmetry=False, cutoff=cut)
+        res = solve_pooled(agg.model, min(float(probe_s), left), 1e-6, None, symmetry=False, cutoff=cut)
         probes += 1
         if res.x is not None or res.solutions:
             found.append(res)
@@ -550,7 +324,7 @@ def probe_bound(problem, agg, low_s: float, high_s: float, time_limit_s: float, 
 def probe_reading(res, cut: float) -> tuple[bool, float | None]:
     """What a probe proves (``probe_bound``; ``benchmarks/bench_milp.py log --probe``): from the
     result ``res`` of the aggregated MILP solved under the cutoff ``cut`` (``status``, ``x``,
-    ``fun``, ``mip_dual_bound`` as ``_solve_pooled`` gives them), ``(proven, val)``: whether no
+    ``fun``, ``mip_dual_bound`` as ``solve_pooled`` gives them), ``(proven, val)``: whether no
     solution lies below ``cut``, and the certified bound in the model's units (``cut`` when
     proven; else the dual bound up to ``cut``, None without one). HiGHS may end "optimal" at a
     solution at or above the cutoff, found on the way, with that objective as its dual bound
@@ -560,7 +334,7 @@ def probe_reading(res, cut: float) -> tuple[bool, float | None]:
     below = res.x is not None and res.fun is not None and float(res.fun) < cut
     if res.status == 2 or (res.status == 0 and not below):
         return True, float(cut)
-    val = _dual(res, 1e-6)
+    val = dual(res, 1e-6)
     return False, (min(float(val), float(cut)) if val is not None and math.isfinite(val) else None)
 
 

@@ -32,7 +32,7 @@ def solve_ortools(model, engine: str, *, time_limit_s=None, mip_rel_gap=1e-9, th
     ``node_limit`` (SCIP only: ``limits/nodes``, a work limit) stops the search after that many
     branch-and-bound nodes; the result then has status "time_limit" with SCIP's dual bound (also
     when SCIP found no solution by then), and ``nodes`` holds the nodes SCIP processed.
-    ``started``: called with the OR-Tools solver just before the solve (``bounds._solve_both``
+    ``started``: called with the OR-Tools solver just before the solve (``mip.aggregate.race.solve_both``
     interrupts it from there). ``scip_params``: more SCIP settings, one ``name = value`` per line,
     after (and over) these (``benchmarks/bench_milp.py log --scip-param``)."""
     try:

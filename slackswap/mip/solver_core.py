@@ -106,8 +106,8 @@ def _run(h, mip: bool, *, time_limit_s, mip_rel_gap, threads, seed, relax, deadl
     solution callback, in the original columns) as ``Result.solutions``, in the order found;
     ``strict``: primal and MIP feasibility tolerances of 1e-9 (the exact model's; HiGHS's own,
     1e-7 and 1e-6, otherwise); ``symmetry=False``: HiGHS's symmetry detection off
-    (``mip_detect_symmetry``; the aggregated MILP's, ``bounds._solve_pooled``); ``started``:
-    called with ``h`` just before the run (``bounds._solve_both`` cancels it from there).
+    (``mip_detect_symmetry``; the aggregated MILP's, ``mip.aggregate.solve.solve_pooled``); ``started``:
+    called with ``h`` just before the run (``mip.aggregate.race.solve_both`` cancels it from there).
 
     HiGHS's worker threads are stopped after the run (``resetGlobalScheduler``): a process
     forked later (e.g. the workers of ``ProcessPoolExecutor``) would otherwise inherit a

@@ -1,12 +1,15 @@
 """The ``milp`` planner above ``max_exact_tensors`` planning tensors (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"):
 the aggregated relaxation's certified bound, the best incumbent (warm start, the aggregated
 MILP's decisions, then the incumbent search of ``improve``) and the proven gap between them.
-Functions of the planner (``self``: a ``MilpPlanner``); ``milp_planner.py`` calls ``beyond_exact``."""
+Plain functions of the problem, the warm start, the planner's ``Settings`` and a ``Deadline``;
+``milp_planner.py`` calls ``beyond_exact``."""
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from ... import (
     bounds,  # bounds.BackgroundBound, bounds.probe_bound: looked up at call time (tests replace them)
@@ -18,19 +21,44 @@ from ...timeline import simulate
 from ...timeline.schedule import default_d2h_order
 from ..dp import multilevel_plan
 from . import incumbent as _improve  # incumbent.improve looked up at call time (tests replace it)
-from .clock import import_cost, time_left
+from .clock import Deadline, import_cost
 from .solution import AGGREGATE_PROOF_GAP, CHAIN_DEPTH, _decisions, _gap, chain_search
 
 
-def beyond_exact(self, problem, warm, src, wall, deadline):
+@dataclass(frozen=True)
+class Settings:
+    """What the functions here (and ``solution.chain_search``) need of the ``milp`` planner for one
+    problem: its parameters and the work it gives each phase there (``MilpPlanner._settings``).
+    ``cap_in_time()``: whether the capacity bound still fits before the limit (asked when
+    needed); ``tight_aggregate(problem, nodes, left, chains=0)``: ``MilpPlanner._tight_aggregate``."""
+
+    name: str
+    params: dict
+    allow_swap: bool
+    allow_recompute: bool
+    warm_start: bool
+    mip_rel_gap: float
+    max_exact_tensors: int
+    aggregate_nodes: int | None
+    improve_sims: int | None
+    aggregate_time: float           # MilpPlanner._aggregate_time
+    improve_work: int               # MilpPlanner._improve_work
+    aggregate_work: tuple           # MilpPlanner._aggregate_work: (node limit, release rows)
+    aggregate_solver: str           # MilpPlanner._aggregate_solver
+    background_scip: bool           # MilpPlanner._background_scip
+    cap_in_time: Callable[[], bool]
+    tight_aggregate: Callable
+
+
+def beyond_exact(problem, warm, src, settings: Settings, deadline: Deadline, wall):
     """``_beyond_exact`` with, under ``aggregate_solver="auto"`` and a time limit on the full-size
     presets (``MilpPlanner._background_scip``), SCIP on the aggregated MILP in a second thread
     (``bounds.BackgroundBound``) from here until the limit; it is stopped if the planner raises."""
     bg = None
-    if deadline is not None and self._background_scip(problem) and time_left(deadline) > 1.0:
-        bg = bounds.BackgroundBound(problem, time_left(deadline), mip_rel_gap=max(self.mip_rel_gap, 1e-6))
+    if deadline.at is not None and settings.background_scip and deadline.left() > 1.0:
+        bg = bounds.BackgroundBound(problem, deadline.left(), mip_rel_gap=max(settings.mip_rel_gap, 1e-6))
     try:
-        return _beyond_exact(self, problem, warm, src, wall, deadline, bg)
+        return _beyond_exact(problem, warm, src, settings, deadline, wall, bg)
     except BaseException:
         if bg is not None:
             try:
@@ -40,7 +68,7 @@ def beyond_exact(self, problem, warm, src, wall, deadline):
         raise
 
 
-def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
+def _beyond_exact(problem, warm, src, settings: Settings, deadline: Deadline, wall, bg):
     """Too large for the exact model: the best of the warm start and the aggregated MILP's
     decisions, then the incumbent search from it (``improve``), judged by the simulator, with the
     certified bound of the aggregated relaxation (its LP, then its MILP dual bound after
@@ -54,11 +82,11 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
     INFEASIBLE only when the relaxation is infeasible (then no plan fits)."""
 
     n = len(problem.planning_ids)
-    if self._cap_in_time(problem):
+    if settings.cap_in_time():
         bound, how = bounds.lower_bound(problem)
     else:
         bound, how = float(problem.ideal_step_s), "ideal step (no time left for the capacity bound's LP)"
-    msg = [f"{n} planning tensors > max_exact_tensors={self.max_exact_tensors}: exact model not built"]
+    msg = [f"{n} planning tensors > max_exact_tensors={settings.max_exact_tensors}: exact model not built"]
     best, obj = None, None
     inc = None
     others = []     # further starts of the incumbent search (``improve`` drops the one it starts from)
@@ -80,25 +108,25 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
                     others.append((inc.removeprefix("incumbent: "), best, obj))
                 best, obj, inc = cand, rc.step_time_s, f"incumbent: {label}"
 
-    cap = self._aggregate_time(problem)
-    left = cap if deadline is None else min(cap, time_left(deadline))
-    if deadline is not None and import_cost():   # the import is not part of the solver's limit
+    cap = settings.aggregate_time
+    left = min(cap, deadline.left())
+    if deadline.at is not None and import_cost():   # the import is not part of the solver's limit
         if left < import_cost() + 0.5:
             left = 0.0
         else:
             import scipy.optimize  # noqa: F401
-            left = min(cap, time_left(deadline))
-    sims = self._improve_work(problem)
-    if bg is not None and self.improve_sims is None:    # SCIP runs until the limit: so does the search
+            left = min(cap, deadline.left())
+    sims = settings.improve_work
+    if bg is not None and settings.improve_sims is None:    # SCIP runs until the limit: so does the search
         sims = UNTIL_THE_LIMIT
-    if deadline is not None and sims:   # leave the incumbent search half the time
-        left = min(left, 0.5 * time_left(deadline))
-    if left > 0.5 and self.aggregate_nodes != 0 and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
+    if deadline.at is not None and sims:   # leave the incumbent search half the time
+        left = min(left, 0.5 * deadline.left())
+    if left > 0.5 and settings.aggregate_nodes != 0 and (obj is None or _gap(obj, bound) > settings.mip_rel_gap):
         t_agg = time.perf_counter()
-        nodes, releases = self._aggregate_work(problem)
+        nodes, releases = settings.aggregate_work
         extra, agg, res = bounds.aggregate_bound(problem, integral=True, time_limit_s=left, node_limit=nodes,
-                                          mip_rel_gap=max(self.mip_rel_gap, 1e-6), releases=releases,
-                                          solver=self._aggregate_solver())
+                                          mip_rel_gap=max(settings.mip_rel_gap, 1e-6), releases=releases,
+                                          solver=settings.aggregate_solver)
         if agg is not None:
             size = agg.model.size()
             proven = bool(agg.model.infeasible) or getattr(res, "status", None) == 2
@@ -109,58 +137,58 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
                 bound, how = problem.ideal_step_s + extra, f"dual bound of the {work}"
             else:
                 msg.append(work)
-            consider("the aggregated MILP's decisions", _aggregate_plan(self, problem, agg, res))
-            if not releases and deadline is not None and obj is not None \
-                    and _gap(obj, bound) > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
+            consider("the aggregated MILP's decisions", aggregate_plan(problem, agg, res, settings))
+            if not releases and deadline.at is not None and obj is not None \
+                    and _gap(obj, bound) > max(settings.mip_rel_gap, AGGREGATE_PROOF_GAP):
                 # cutoff probes between the bound and the incumbent (docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps")
-                share = min(cap, PROBE_SHARE * time_left(deadline))
+                share = min(cap, PROBE_SHARE * deadline.left())
                 if share / PROBE_PARTS >= PROBE_MIN_S:
                     low, found, proofs, probes = bounds.probe_bound(
                         problem, agg, bound, obj, share, share / PROBE_PARTS,
-                        rel_gap=max(self.mip_rel_gap, AGGREGATE_PROOF_GAP))
+                        rel_gap=max(settings.mip_rel_gap, AGGREGATE_PROOF_GAP))
                     if low > bound:
                         bound, how = low, (f"cutoff probes of the aggregated MILP ({probes} run, {proofs} proving their "
                                            "cutoff; each under a time limit: depends on machine speed)")
                     for r in found:
                         consider("a cutoff probe's solution of the aggregated MILP",
-                                 _aggregate_plan(self, problem, agg, r))
-            if releases and (obj is None or _gap(obj, bound) > self.mip_rel_gap):
+                                 aggregate_plan(problem, agg, r, settings))
+            if releases and (obj is None or _gap(obj, bound) > settings.mip_rel_gap):
                 # the tight rows, in a second pass (MilpPlanner._tight_aggregate)
-                rest = cap if deadline is None else min(cap, time_left(deadline))
-                if deadline is not None and sims:
-                    rest = min(rest, 0.5 * time_left(deadline))
-                tight, cand2 = self._tight_aggregate(problem, nodes, rest)
+                rest = min(cap, deadline.left())
+                if deadline.at is not None and sims:
+                    rest = min(rest, 0.5 * deadline.left())
+                tight, cand2 = settings.tight_aggregate(problem, nodes, rest)
                 if tight is not None and tight > bound:
                     bound, how = tight, "dual bound of the aggregated MILP with its tight rows"
                 consider("the tight aggregated MILP's decisions", cand2)
                 chains = nodes
-    if sims and (obj is None or _gap(obj, bound) > self.mip_rel_gap) \
-            and (deadline is None or time.perf_counter() < deadline):
+    if sims and (obj is None or _gap(obj, bound) > settings.mip_rel_gap) \
+            and not deadline.passed():
 
-        better, s, note = _improve.improve(problem, best, obj, allow_swap=self.allow_swap,
-                                  allow_recompute=self.allow_recompute, max_sims=sims,
-                                  until=deadline, variants_too=self.warm_start, others=others,
+        better, s, note = _improve.improve(problem, best, obj, allow_swap=settings.allow_swap,
+                                  allow_recompute=settings.allow_recompute, max_sims=sims,
+                                  until=deadline.at, variants_too=settings.warm_start, others=others,
                                   bound=bound)
         if better is not None and (obj is None or s < obj):
             best, obj = better, s
             inc = (f"{inc}, improved: {note}" if inc else f"incumbent: {note}")
         elif note:
             msg.append(note)
-    if chains is not None and (obj is None or _gap(obj, bound) > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP)):
+    if chains is not None and (obj is None or _gap(obj, bound) > max(settings.mip_rel_gap, AGGREGATE_PROOF_GAP)):
         # a third pass with the chain rows while a gap is still open after the search (not where
         # the gap is only the bound's shave for the solver's tolerance): MilpPlanner._tight_aggregate
-        rest = cap if deadline is None else min(cap, time_left(deadline))
-        deep, cand3 = self._tight_aggregate(problem, chains, rest, CHAIN_DEPTH)
+        rest = min(cap, deadline.left())
+        deep, cand3 = settings.tight_aggregate(problem, chains, rest, CHAIN_DEPTH)
         if deep is not None and deep > bound:
             bound, how = deep, "dual bound of the aggregated MILP with its tight and chain rows"
         consider("the decisions of the aggregated MILP with chain rows", cand3)
-        if obj is not None and _gap(obj, bound) > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
-            cand, s, note = chain_search(self, problem, cand3, bound, deadline)
+        if obj is not None and _gap(obj, bound) > max(settings.mip_rel_gap, AGGREGATE_PROOF_GAP):
+            cand, s, note = chain_search(settings, problem, cand3, bound, deadline.at)
             if cand is not None and s < obj:
                 best, obj, inc = cand, s, ("incumbent: the incumbent search (from the decisions of the aggregated "
                                            f"MILP with chain rows: {note})")
     if bg is not None:      # SCIP beside the rest: until the limit while a gap is open, else stopped now
-        wait = obj is None or _gap(obj, bound) > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP)
+        wait = obj is None or _gap(obj, bound) > max(settings.mip_rel_gap, AGGREGATE_PROOF_GAP)
         extra, agg_bg, res_bg = bg.finish(wait=wait)
         if agg_bg is not None and res_bg is not None:
             size = size or agg_bg.model.size()
@@ -173,11 +201,20 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
                 bound, how = problem.ideal_step_s + extra, (
                     f"dual bound of SCIP on the aggregated MILP beside the rest, after {nodes} nodes"
                     + (", stopped at the time limit: depends on machine speed" if wait else ""))
-            consider("SCIP's solution of the aggregated MILP", _aggregate_plan(self, problem, agg_bg, res_bg))
+            consider("SCIP's solution of the aggregated MILP", aggregate_plan(problem, agg_bg, res_bg, settings))
         else:
             msg.append("SCIP beside the rest: no result (no time left, a trivial model, or not stopped "
                        "within its grace)")
-    if best is None and self.allow_recompute:   # every plan maps into the relaxation: its bound holds
+    return _result(problem, settings, wall, best, obj, inc, bound, how, proven, size, msg)
+
+
+def _result(problem, settings: Settings, wall, best, obj, inc, bound, how, proven, size, msg) -> Plan:
+    """The plan ``_beyond_exact`` returns: the incumbent ``best`` (``obj`` its simulated time,
+    ``inc`` where it comes from; else dp-checkpoint's multi-level plan) with the bound ``bound``
+    (``how``: its source), the status, the model ``size`` and the message ``msg``, or, with no
+    plan that fits, keep-all with INFEASIBLE (``proven``, or proven here by the relaxation's LP)
+    or NO_PLAN_FOUND."""
+    if best is None and settings.allow_recompute:   # every plan maps into the relaxation: its bound holds
 
         best = multilevel_plan(problem)
         if best is not None:
@@ -186,20 +223,20 @@ def _beyond_exact(self, problem, warm, src, wall, deadline, bg):
     msg += [inc] if inc else []
     msg.append(f"bound: {how}")
     if best is None:
-        if not proven and self._cap_in_time(problem):   # the MILP was skipped or stopped: its LP may prove it
+        if not proven and settings.cap_in_time():   # the MILP was skipped or stopped: its LP may prove it
             lp = bounds.aggregate_bound(problem)
             proven = lp[1] is not None and (bool(lp[1].model.infeasible) or getattr(lp[2], "status", None) == 2)
         status = Status.INFEASIBLE if proven else Status.NO_PLAN_FOUND
         msg.append("no plan fits the budget: the aggregated relaxation is infeasible" if proven
                    else "no candidate plan fits (not proven: the exact model was not built)")
-        return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
+        return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=settings.name, params=settings.params,
                     problem_key=problem.key,
                     info=SolveInfo(status, lower_bound=None if proven else bound, wall_s=wall(),
                                    model_size=size, message="; ".join(msg)))
     plan = Plan(best.decisions, issue_points=best.issue_points, d2h_order=best.d2h_order,
-                planner=self.name, params=self.params, problem_key=problem.key, hold_points=best.hold_points)
+                planner=settings.name, params=settings.params, problem_key=problem.key, hold_points=best.hold_points)
     gap = _gap(obj, bound)
-    status = Status.OPTIMAL if gap is not None and gap <= self.mip_rel_gap else Status.FEASIBLE
+    status = Status.OPTIMAL if gap is not None and gap <= settings.mip_rel_gap else Status.FEASIBLE
     return plan.with_info(status=status, objective=obj, lower_bound=min(bound, obj), gap=gap,
                           wall_s=wall(), model_size=size, message="; ".join(msg))
 
@@ -221,7 +258,7 @@ PROBE_SHARE, PROBE_PARTS = 0.25, 3
 POOL_PLANS = 64
 
 
-def _aggregate_plan(self, problem, agg, res):
+def aggregate_plan(problem, agg, res, settings):
     """The aggregated MILP's decisions as a plan: of its incumbent and the other integer solutions
     its search found (``res.solutions``, the newest ``POOL_PLANS``), the one that simulates
     fastest within the budget, else the incumbent's (the callers judge it by simulation); None
@@ -239,16 +276,16 @@ def _aggregate_plan(self, problem, agg, res):
         if key in seen:
             continue
         seen.add(key)
-        if (not self.allow_swap and Decision.SWAP in dec.values()) or \
-                (not self.allow_recompute and Decision.RECOMPUTE in dec.values()):
+        if (not settings.allow_swap and Decision.SWAP in dec.values()) or \
+                (not settings.allow_recompute and Decision.RECOMPUTE in dec.values()):
             continue
-        plan = Plan(dec, planner=self.name, params=self.params, problem_key=problem.key)
+        plan = Plan(dec, planner=settings.name, params=settings.params, problem_key=problem.key)
         if first is None:
             first = plan
         plans = [plan]
         order = _release_order(problem, dec, agg.released, xv)
         if order is not None:
-            plans.append(Plan(dec, planner=self.name, params=self.params, problem_key=problem.key, d2h_order=order))
+            plans.append(Plan(dec, planner=settings.name, params=settings.params, problem_key=problem.key, d2h_order=order))
         for cand in plans:
             try:
                 r = simulate(problem, cand, detail=False)

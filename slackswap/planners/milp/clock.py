@@ -16,6 +16,7 @@ and the solver is stopped at its deadline (``slackswap.mip.highs_process``: a ch
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -30,10 +31,21 @@ SCIPY_IMPORT_S = 1.5
 on the 2-core CI machine under load; counted once per process."""
 
 
-def time_left(deadline: float) -> float:
-    """Seconds left before ``deadline`` (a ``time.perf_counter()`` value; negative once past)."""
+class Deadline:
+    """A time to finish by: ``at``, a ``time.perf_counter()`` value, or None (no limit)."""
 
-    return deadline - time.perf_counter()
+    __slots__ = ("at",)
+
+    def __init__(self, at: float | None):
+        self.at = at
+
+    def left(self) -> float:
+        """Seconds left (negative once past; ``math.inf`` without a limit)."""
+        return math.inf if self.at is None else self.at - time.perf_counter()
+
+    def passed(self) -> bool:
+        """Whether the time is up (never without a limit)."""
+        return self.at is not None and time.perf_counter() >= self.at
 
 
 def import_cost() -> float:

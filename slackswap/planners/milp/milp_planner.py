@@ -34,8 +34,8 @@ from ...mip.formulation import BuildTimeout, build
 from ...timeline import simulate
 from ..base import Parameterised, Tags, available, check_params, get, register
 from . import incumbent as _improve  # incumbent.improve looked up at call time (tests replace it)
-from .beyond import _aggregate_plan, beyond_exact
-from .clock import MIN_TIME_LIMIT_S, SOLVER_START_S, WARM_SHARE, Clock, bound_fits
+from .beyond import Settings, aggregate_plan, beyond_exact
+from .clock import MIN_TIME_LIMIT_S, SOLVER_START_S, WARM_SHARE, Clock, Deadline, bound_fits
 from .solution import (  # noqa: F401 - re-exported: the planner's names as before
     AGGREGATE_PROOF_GAP,
     CHAIN_DEPTH,
@@ -239,7 +239,7 @@ class MilpPlanner(Parameterised):
         deadline = clock.solve_deadline
         warm, src = self._warm(problem, clock.at(WARM_SHARE)) if self.warm_start else (None, "")
         if len(problem.planning_ids) > self.max_exact_tensors:
-            return beyond_exact(self, problem, warm, src, wall, deadline)
+            return beyond_exact(problem, warm, src, self._settings(problem), Deadline(deadline), wall)
         if warm is not None and len(problem.planning_ids) > _IMPROVE_EXACT_MIN:
             proof, warm, src = self._aggregate_proof(problem, warm, src, wall, deadline, clock.at(WARM_SHARE))
             if proof is not None:
@@ -373,6 +373,17 @@ class MilpPlanner(Parameterised):
         return (Plan(better.decisions, issue_points=better.issue_points, planner=self.name, params=self.params,
                      problem_key=problem.key), f"the incumbent search (from {src}: {note})")
 
+    def _settings(self, problem) -> Settings:
+        """What ``beyond`` and ``solution.chain_search`` need of this planner for ``problem``."""
+        return Settings(name=self.name, params=self.params, allow_swap=self.allow_swap,
+                        allow_recompute=self.allow_recompute, warm_start=self.warm_start,
+                        mip_rel_gap=self.mip_rel_gap, max_exact_tensors=self.max_exact_tensors,
+                        aggregate_nodes=self.aggregate_nodes, improve_sims=self.improve_sims,
+                        aggregate_time=self._aggregate_time(problem), improve_work=self._improve_work(problem),
+                        aggregate_work=self._aggregate_work(problem), aggregate_solver=self._aggregate_solver(),
+                        background_scip=self._background_scip(problem),
+                        cap_in_time=lambda: self._cap_in_time(problem), tight_aggregate=self._tight_aggregate)
+
     def _improve_work(self, problem) -> int:
         """Simulations of the incumbent search: ``improve_sims``, or when None ``IMPROVE_SIMS``,
         ``SMALL_IMPROVE_SIMS`` up to ``SMALL_AGGREGATE_TENSORS`` planning tensors."""
@@ -464,7 +475,7 @@ class MilpPlanner(Parameterised):
             elif rc is not None and rc.feasible and rc.fits:
                 others.append((f"{label}'s decisions", cand, rc.step_time_s))
 
-        consider("the aggregated MILP", _aggregate_plan(self, problem, agg, res) if agg is not None else None)
+        consider("the aggregated MILP", aggregate_plan(problem, agg, res, self._settings(problem)) if agg is not None else None)
         gap = _gap(obj, bound)
         if releases and gap is not None and gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
             passes = ((0, "the tight aggregated MILP", "its tight rows"),
@@ -494,7 +505,7 @@ class MilpPlanner(Parameterised):
         if passes and gap is not None and gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
             third = another_pass(*passes[1])     # the chain rows, while a gap is still open after the search
             if gap is not None and gap > max(self.mip_rel_gap, AGGREGATE_PROOF_GAP):
-                cand, s, note = chain_search(self, problem, third, bound, until)
+                cand, s, note = chain_search(self._settings(problem), problem, third, bound, until)
                 if cand is not None and s < obj:
                     warm, obj, src = cand, s, f"the incumbent search (from the decisions of {passes[1][1]}: {note})"
                     gap = _gap(obj, bound)
@@ -510,7 +521,7 @@ class MilpPlanner(Parameterised):
         """``(bound, plan)`` of the aggregated MILP with its ``tight`` rows (``rho_by``, ``o``,
         ``seg``: docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"), solved after the one without them while a gap is open, for
         ``nodes`` nodes and at most ``left`` seconds: its certified bound and its decisions as a
-        plan (``beyond._aggregate_plan``; each None when there is none; the callers judge the plan
+        plan (``beyond.aggregate_plan``; each None when there is none; the callers judge the plan
         by simulation). Two
         passes, not one: the tight MILP can stop at its node limit below the bound the other
         proves (GPT-2 with 3 layers at 0.9), so the planner keeps the larger bound and searches
@@ -528,7 +539,7 @@ class MilpPlanner(Parameterised):
                                           tight=True, solver=self._aggregate_solver(), chains=chains)
         if agg is None or agg.model.infeasible or res is None or (res.x is None and extra <= 0):
             return None, None
-        return float(problem.ideal_step_s) + extra, _aggregate_plan(self, problem, agg, res)
+        return float(problem.ideal_step_s) + extra, aggregate_plan(problem, agg, res, self._settings(problem))
 
     def _cutoff(self, problem, warm, tau: float) -> float | None:
         """The MILP objective the solver need not reach (HiGHS ``objective_bound``): the warm

@@ -31,24 +31,24 @@ CHAIN_DEPTH = 12
 CHAIN_SEARCH_SHARE = 0.1
 
 
-def chain_search(self, problem, cand, bound: float, until: float | None):
+def chain_search(settings, problem, cand, bound: float, until: float | None):
     """``(plan, step_s, note)``: the incumbent search (``improve``) from the third pass's decisions
-    ``cand`` alone, for ``CHAIN_SEARCH_SHARE`` of the planner's simulations (``_improve_work``) and
+    ``cand`` alone, for ``CHAIN_SEARCH_SHARE`` of the planner's simulations (``settings.improve_work``: ``beyond.Settings``) and
     within ``until``; ``(None, inf, "")`` without a candidate that fits or without simulations.
     The search before the third pass started from the other candidates; this one starts where
     the relaxation with chain rows points (docs/journal/milp-full-size.md, "A search from the third pass's decisions")."""
-    sims = round(CHAIN_SEARCH_SHARE * self._improve_work(problem))
+    sims = round(CHAIN_SEARCH_SHARE * settings.improve_work)
     if cand is None or sims <= 0 or (until is not None and time.perf_counter() >= until):
         return None, math.inf, ""
     r = simulate(problem, cand, detail=False)
     if not (r.feasible and r.fits):
         return None, math.inf, ""
-    better, s, note = _improve.improve(problem, cand, r.step_time_s, allow_swap=self.allow_swap,
-                              allow_recompute=self.allow_recompute, max_sims=sims, until=until,
+    better, s, note = _improve.improve(problem, cand, r.step_time_s, allow_swap=settings.allow_swap,
+                              allow_recompute=settings.allow_recompute, max_sims=sims, until=until,
                               variants_too=False, bound=bound)
     if better is None or not s < r.step_time_s:
         return cand, r.step_time_s, "no move improved it"
-    return (Plan(better.decisions, issue_points=better.issue_points, planner=self.name, params=self.params,
+    return (Plan(better.decisions, issue_points=better.issue_points, planner=settings.name, params=settings.params,
                  problem_key=problem.key), s, note)
 
 
