@@ -40,9 +40,10 @@ def test_missing_file_is_one_line(tmp_path):
 HF_ROWS = [
     ({**LLAMA, "hidden_size": None}, "hidden_size: missing required key"),
     ({**GPT2, "n_layer": -1}, "n_layer: must be >= 1; got -1"),
-    # checks between fields come from TransformerSpec and do not name the file yet
-    ({**GPT2, "n_head": 5}, "!hidden: must be divisible by heads (5); got 64"),
-    ({**LLAMA, "num_key_value_heads": 3}, "!kv_heads: must divide heads (4); got 3"),
+    ({**GPT2, "n_head": 5}, "n_head: must divide n_embd (64); got 5"),
+    ({**LLAMA, "num_attention_heads": 5}, "num_attention_heads: must divide hidden_size (64); got 5"),
+    ({**LLAMA, "num_key_value_heads": 3}, "num_key_value_heads: must divide num_attention_heads (4); got 3"),
+    ({**GPT2, "n_embd": "64"}, "n_embd: expected an integer; got '64'"),
     ({**GPT2, "vocab_size": 0}, "vocab_size: must be >= 1; got 0"),
     ({**GPT2, "model_type": "t5"}, "model_type: must be one of 'bert', 'gpt2', 'llama' or 'mistral'; got 't5'"),
 ]
@@ -54,7 +55,25 @@ def test_traced_config_checked_before_transformers(tmp_path, cfg, line):
     p.write_text(json.dumps({k: v for k, v in cfg.items() if v is not None}))
     with pytest.raises(ConfigError) as exc:
         build(f"hf:{p}")
-    assert str(exc.value) == (line[1:] if line.startswith("!") else f"{p}: {line}"), str(exc.value)
+    assert str(exc.value) == f"{p}: {line}", str(exc.value)
+
+
+@pytest.mark.parametrize("prefix", ["hf:", ""])
+def test_seq_beyond_positions_is_one_line(tmp_path, prefix):
+    """``seq`` longer than the config's position table, traced (hf:) or from the config."""
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps({**GPT2, "architectures": ["GPT2LMHeadModel"]}))
+    with pytest.raises(ConfigError) as exc:
+        build(f"{prefix}{p}", seq=100000)
+    assert str(exc.value) == (f"{p}: seq: must be <= n_positions (64), the config's position count "
+                              "(max_positions= raises it); got 100000")
+
+
+@pytest.mark.parametrize("prefix", ["hf:", ""])
+def test_seq_beyond_positions_with_max_positions_builds(tmp_path, prefix):
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps({**LLAMA, "architectures": ["LlamaForCausalLM"]}))
+    assert build(f"{prefix}{p}", seq=128, max_positions=128, batch=1).spec.seq == 128
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
