@@ -32,13 +32,15 @@ _SHAPE = ("batch", "seq", "layers", "vocab")
 
 def _sizes(kind: str, cfg: dict, batch: int, seq: int, layers, vocab) -> tuple[int, int]:
     """Lower bounds of ``(parameter bytes, bytes of one training step)`` in fp32: the embedding
-    and layer weights (the step holds them and their gradients) plus, saved for the backward,
-    one eager attention probability matrix per layer and the logits."""
+    and layer weights (at least 12 hidden**2 per layer; the step holds them and their gradients)
+    plus, saved for the backward, one eager attention probability matrix per layer and the
+    logits."""
     hidden = cfg.get("n_embd") or cfg["hidden_size"]
     heads = cfg.get("n_head") or cfg["num_attention_heads"]
     n_layers = layers if layers is not None else cfg[_LAYERS[kind]]
     v = vocab if vocab is not None else cfg["vocab_size"]
-    params = 4 * (v * hidden + seq * hidden + n_layers * 12 * hidden * hidden)
+    positions = 0 if kind == "llama" else seq    # a learned position table of max(seq, 8) rows
+    params = 4 * (v * hidden + positions * hidden + n_layers * 12 * hidden * hidden)
     acts = 4 * (n_layers * batch * heads * seq * seq + batch * seq * v)
     return params, 2 * params + acts
 
