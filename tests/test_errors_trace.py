@@ -34,3 +34,21 @@ def test_apply_with_planner_name_is_one_line():
         apply(NET, "swap-all", g)
     assert str(exc.value) == ("apply: plan: expected a Plan (a planner name: plan it first, "
                               "planners.get(name).plan(problem)); got 'swap-all'")
+
+
+# ---------------------------------------------------------------- the command line: traced models
+TRACE_CLI_ROWS = [
+    (["plan", "--model", "hf:nope"], "unknown HF config 'nope'; known: <path>/config.json, bert-large, "
+                                     "gpt2-xl, llama-7b, tiny, tiny-bert, tiny-gpt2, tiny-llama"),
+    (["plan", "--model", "hf:tiny-gpt2", "--seq", "100000"],
+     "{data}/tiny-gpt2.json: seq: must be <= n_positions (64), the config's position count "
+     "(max_positions= raises it); got 100000"),
+]
+
+
+@pytest.mark.parametrize("argv,line", TRACE_CLI_ROWS)
+def test_cli_traced_model_is_one_line_exit_2(capsys, argv, line):
+    from slackswap.cli import main
+    from slackswap.torch.hf_trace import hf_dir
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"slackswap: error: {line.format(data=hf_dir())}\n"

@@ -12,6 +12,7 @@ before any work; tables are printed whole (``cli.common``; docs/experiments.md, 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from ..core.errors import SlackSwapError
@@ -419,10 +420,25 @@ def _reproduce(args, console) -> int:
     return 0
 
 
+def _whole_number(text: str) -> int:
+    """An integer, also written as ``1e12``; its range is the API's to check."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or v != int(v):
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+    return int(v)
+
+
 def _measure_args(p):
     p.add_argument("model", help="a preset of slackswap.torch.hf_models (gpt2-124m, ...) or module:function returning (model, inputs)")
-    for a in ("batch", "seq", "layers", "vocab", "repeats"):
-        p.add_argument(f"--{a}", type=_positive_int, default=3 if a == "repeats" else None,
+    for a in ("batch", "seq", "layers", "vocab", "repeats"):   # ranges: checked by the API, same line
+        p.add_argument(f"--{a}", type=_whole_number, default=3 if a == "repeats" else None,
                        help="timed steps per plan (default 3)" if a == "repeats" else f"override the preset's {a}")
     for a, h in (("--planner", "planner name (default slack)"), ("--plan", "run this plan JSON instead of planning"),
                  ("--profile-out", "write the measured profile (JSON)"), ("--figure", "write the figure"), ("--csv", "write the table")):
@@ -434,12 +450,21 @@ def _measure_args(p):
 
 @command("measure", "run keep-all, recompute-all and a plan of a real PyTorch model: measured vs simulated", _measure_args)
 def _measure(args, console) -> int:
+    import torch  # an optional dependency
+
     from ..core.paths import prepare_output  # lazy: start-up cost of the command line
     from ..core.plan import Plan as _Plan  # lazy: start-up cost of the command line
-    from ..torch.measure_step import load_model, measure  # torch: an optional dependency
+    from ..torch._check import check_device  # torch: an optional dependency
+    from ..torch.measure_step import (  # torch: an optional dependency
+        check_repeats,
+        load_model,
+        measure,
+    )
 
     _check_outputs(args)
-    model, inputs = load_model(args.model, args.batch, args.seq, args.layers, args.vocab)
+    check_repeats(args.repeats)
+    device = check_device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"), "measure")
+    model, inputs = load_model(args.model, args.batch, args.seq, args.layers, args.vocab, device=device)
     plan = _Plan.load(args.plan) if args.plan else None
     if plan is not None:
         plan = _Plan(plan.decisions, plan.issue_points, plan.d2h_order, plan.planner, plan.params,

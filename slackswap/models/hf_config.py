@@ -35,6 +35,20 @@ Positive = Annotated[int, Field(ge=1)]
 Probability = Annotated[float, Field(ge=0, lt=1)]
 
 
+def _heads(width: str, heads: str, kv: str | None = None):
+    """A validator: ``heads`` divides ``width`` and ``kv`` (when given) divides ``heads``; the
+    error names the config's own keys."""
+    def check(self):
+        w, h = getattr(self, width), getattr(self, heads)
+        if w % h:
+            raise ValueError(f"{heads}: must divide {width} ({w}); got {h}")
+        k = getattr(self, kv) if kv else None
+        if k is not None and h % k:
+            raise ValueError(f"{kv}: must divide {heads} ({h}); got {k}")
+        return self
+    return model_validator(mode="after")(check)
+
+
 class _Config(Schema):
     """Keys every supported config may have; other keys of a config.json are ignored."""
 
@@ -57,6 +71,8 @@ class BertConfig(_Config):
     hidden_dropout_prob: Probability | None = None
     type_vocab_size: Annotated[int, Field(ge=0)] | None = None
 
+    check_heads = _heads("hidden_size", "num_attention_heads")
+
 
 class Gpt2Config(_Config):
     n_embd: Positive
@@ -66,6 +82,8 @@ class Gpt2Config(_Config):
     vocab_size: Positive
     n_inner: Positive | None = None
     resid_pdrop: Probability | None = None
+
+    check_heads = _heads("n_embd", "n_head")
 
 
 class LlamaConfig(_Config):
@@ -78,6 +96,8 @@ class LlamaConfig(_Config):
     max_position_embeddings: Positive
     attention_dropout: Probability | None = None
     head_dim: Positive | None = None
+
+    check_heads = _heads("hidden_size", "num_attention_heads", "num_key_value_heads")
 
     @model_validator(mode="after")
     def _head_dim(self):
@@ -146,6 +166,12 @@ def from_hf_config(path, /, **overrides) -> TransformerSpec:
     for k in overrides:
         if k not in fields:
             raise ConfigError(f"{k}: unknown TransformerSpec field; allowed: {', '.join(fields)}")
+    seq = overrides.get("seq")
+    if ("max_positions" not in overrides and isinstance(seq, int) and not isinstance(seq, bool)
+            and seq > maxpos):
+        key = "n_positions" if isinstance(c, Gpt2Config) else "max_position_embeddings"
+        raise ConfigError(f"{where or 'config'}: seq: must be <= {key} ({maxpos}), the config's position "
+                          f"count (max_positions= raises it); got {seq}")
     kw.update(name=str(name), seq=maxpos, batch=1, source=f"HF config {where or 'dict'} ({arch or head.model_type})")
     kw.update(overrides)
     return TransformerSpec(**kw)

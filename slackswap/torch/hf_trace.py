@@ -39,16 +39,20 @@ def available() -> list[str]:
     return sorted(p.stem for p in hf_dir().glob("*.json"))
 
 
-def load_config(name_or_path: str | Path) -> tuple[dict, str]:
-    """``(config dict, name)`` from a shipped name, a config.json path or a folder holding one."""
+def config_path(name_or_path: str | Path) -> Path:
+    """The config.json of a shipped name, a config.json path (``~`` expanded) or a folder."""
     text = str(name_or_path)
     if isinstance(name_or_path, str) and text in available():
-        path = hf_dir() / f"{text}.json"
-    elif text.endswith(".json") or Path(text).expanduser().is_dir():
+        return hf_dir() / f"{text}.json"
+    if text.endswith(".json") or Path(text).expanduser().is_dir():
         path = Path(text).expanduser()
-        path = path / "config.json" if path.is_dir() else path
-    else:
-        raise UnknownNameError("HF config", text, available() + ["<path>/config.json"])
+        return path / "config.json" if path.is_dir() else path
+    raise UnknownNameError("HF config", text, available() + ["<path>/config.json"])
+
+
+def load_config(name_or_path: str | Path) -> tuple[dict, str]:
+    """``(config dict, name)`` from a shipped name, a config.json path or a folder holding one."""
+    path = config_path(name_or_path)
     try:
         cfg = json.loads(path.read_text())
     except OSError as exc:
@@ -103,11 +107,23 @@ def example_inputs(model: torch.nn.Module, batch: int, seq: int, device: str = "
     return inputs
 
 
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "n_ctx")
+
+
 def _max_positions(cfg: dict) -> int:
-    for k in ("max_position_embeddings", "n_positions", "n_ctx"):
+    for k in POSITION_KEYS:
         if isinstance(cfg.get(k), int):
             return cfg[k]
     raise ConfigError("max_position_embeddings: the config gives no sequence length; pass seq=")
+
+
+def check_seq(cfg: dict, seq, where: str) -> None:
+    """Refuse a sequence longer than the config's position count (a learned position table has no
+    row for it), naming the file and the config's key."""
+    key = next((k for k in POSITION_KEYS if isinstance(cfg.get(k), int) and not isinstance(cfg[k], bool)), None)
+    if key is not None and isinstance(seq, int) and not isinstance(seq, bool) and seq > cfg[key]:
+        raise ConfigError(f"{where}: seq: must be <= {key} ({cfg[key]}), the config's position count "
+                          f"(max_positions= raises it); got {seq}")
 
 
 def build_graph(name_or_path: str | Path, default_shape: tuple[int, int] | None = None, **overrides) -> Graph:
@@ -137,6 +153,7 @@ def build_graph(name_or_path: str | Path, default_shape: tuple[int, int] | None 
     for k, v in (("batch", batch), ("seq", seq)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ConfigError(f"{k}: must be a positive int, got {v!r}")
+    check_seq(cfg, seq, str(config_path(name_or_path)))
     key = json.dumps(cfg, sort_keys=True)
     return _cached(key, name, batch, seq, overrides.get("attention", "flash"),
                    overrides.get("dtype", "bf16"),

@@ -119,6 +119,13 @@ def _link(device):
             h2d[0], (big - small) / max(h2d[1] - h2d[0], 1e-9))
 
 
+def check_repeats(repeats=3, trace_repeats=3) -> None:
+    """``measure``'s step counts: integers >= 1 (checked before any work)."""
+    for arg, value in (("repeats", repeats), ("trace_repeats", trace_repeats)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ParameterError(f"measure: {arg}: must be an integer >= 1; got {value!r}")
+
+
 def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_params=None, plan=None,
             budget=0.5, repeats: int = 3, device=None, name: str | None = None,
             profile_path=None, trace_repeats: int = 3, host_lead=None) -> Measurement:
@@ -130,9 +137,7 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
     times are the fastest of ``trace_repeats`` timed traces. ``host_lead``: as in ``apply``."""
 
     from ._check import check_device
-    for arg, value in (("repeats", repeats), ("trace_repeats", trace_repeats)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ParameterError(f"measure: {arg}: must be an integer >= 1; got {value!r}")
+    check_repeats(repeats, trace_repeats)
     dev = check_device(device or ("cuda" if torch.cuda.is_available() else "cpu"), "measure")
     model = model.to(dev)
     inputs = _move(inputs, dev)
@@ -222,14 +227,15 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
     return res
 
 
-def load_model(spec: str, batch=None, seq=None, layers=None, vocab=None):
+def load_model(spec: str, batch=None, seq=None, layers=None, vocab=None, device=None):
     """``(model, inputs)`` from a preset name of ``slackswap.torch.hf_models`` or ``module:function``
-    (a function returning ``(model, inputs)``)."""
+    (a function returning ``(model, inputs)``). A preset's shape is checked before anything is
+    allocated (``hf_models.check_shape``; ``device``: where the step will run)."""
 
     from . import hf_models as zoo  # optional dependency (torch)
 
     if ":" not in spec:
-        return zoo.build(spec, batch=batch, seq=seq, layers=layers, vocab=vocab)
+        return zoo.build(spec, batch=batch, seq=seq, layers=layers, vocab=vocab, device=device)
     mod, fn = spec.split(":", 1)
     try:
         out = getattr(importlib.import_module(mod), fn)()
