@@ -330,7 +330,7 @@ def test_hf_gqa_and_model_variants(tmp_path):
     (lambda c: c.update(model_type="t5"), "model_type"),
     (lambda c: c.pop("n_embd"), "n_embd"),
     (lambda c: c.pop("n_layer"), "n_layer"),
-    (lambda c: c.update(n_head=7), "hidden"),
+    (lambda c: c.update(n_head=7), "n_head"),   # the config's own key: "n_head: must divide n_embd (1600)"
 ])
 def test_hf_bad_configs(edit, field):
     cfg = json.loads((HF / "gpt2-xl.json").read_text())

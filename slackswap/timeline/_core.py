@@ -97,6 +97,61 @@ def _grow(a, k):
 
 
 @njit(cache=True)
+def _forward_intervals(n, producer, tbytes, last_fwd, ws, dec, iva, ivf, ivb):
+    """The forward's fixed intervals written into ``iva``/``ivf``/``ivb`` from 0: workspaces, then
+    the tensors neither kept nor swapped, freed after their last forward use. Returns their count
+    and which tensors are resident (inputs and kept ones)."""
+    nt = producer.shape[0]
+    ni = 0
+    for i in range(n):
+        if ws[i] != 0:
+            iva[ni] = i
+            ivf[ni] = i
+            ivb[ni] = ws[i]
+            ni += 1
+    resident = np.zeros(nt, np.bool_)
+    for t in range(nt):
+        p = producer[t]
+        if p < 0 or dec[t] == D_KEEP:
+            resident[t] = True
+        elif dec[t] != D_SWAP:
+            iva[ni] = p
+            ivf[ni] = max(last_fwd[t], p)
+            ivb[ni] = tbytes[t]
+            ni += 1
+    return ni, resident
+
+
+@njit(cache=True)
+def _lifetimes(producer, tbytes, dec, alloc, last_use, s_opt, iva, ivf, ivb, ni):
+    """The intervals that follow from the uses, appended after the first ``ni``: inputs until the
+    optimizer step, kept tensors until their last use, a regenerated tensor's last backward copy
+    until its last read. Returns the (grown) arrays and the new count."""
+    nt = producer.shape[0]
+    iva = _grow(iva, ni + 2 * nt)
+    ivf = _grow(ivf, iva.shape[0] - 1)
+    ivb = _grow(ivb, iva.shape[0] - 1)
+    for t in range(nt):
+        a = -1
+        f = -1
+        if producer[t] < 0:
+            a = 0
+            f = s_opt
+        elif dec[t] == D_KEEP:
+            a = producer[t]
+            f = last_use[t] if last_use[t] >= 0 else a
+        elif alloc[t] >= 0:            # the last backward copy: until its last read
+            a = alloc[t]
+            f = last_use[t]
+        if a >= 0:
+            iva[ni] = a
+            ivf[ni] = f
+            ivb[ni] = tbytes[t]
+            ni += 1
+    return iva, ivf, ivb, ni
+
+
+@njit(cache=True)
 def compile_core(n, producer, tbytes, requires_grad, last_fwd, in_ptr, in_idx, out_ptr, out_idx,
                  sv_ptr, sv_idx, ws, dec, hold):
     """``compile_schedule`` on arrays. ``dec[t]``: D_KEEP, D_SWAP or D_OTHER; ``hold[t]``: hold
@@ -125,22 +180,7 @@ def compile_core(n, producer, tbytes, requires_grad, last_fwd, in_ptr, in_idx, o
     ni = 0
 
     # ---- forward: workspaces, then the tensors freed after their last forward use ----
-    for i in range(n):
-        if ws[i] != 0:
-            iva[ni] = i
-            ivf[ni] = i
-            ivb[ni] = ws[i]
-            ni += 1
-    resident = np.zeros(nt, np.bool_)
-    for t in range(nt):
-        p = producer[t]
-        if p < 0 or dec[t] == D_KEEP:
-            resident[t] = True
-        elif dec[t] != D_SWAP:
-            iva[ni] = p
-            ivf[ni] = max(last_fwd[t], p)
-            ivb[ni] = tbytes[t]
-            ni += 1
+    ni, resident = _forward_intervals(n, producer, tbytes, last_fwd, ws, dec, iva, ivf, ivb)
 
     # ---- backward: stages n-1 .. 0 ----
     first_use = np.full(nt, -1, np.int64)
@@ -272,26 +312,7 @@ def compile_core(n, producer, tbytes, requires_grad, last_fwd, in_ptr, in_idx, o
     need_pos[s_opt] = -1
 
     # ---- lifetimes from uses ----
-    iva = _grow(iva, ni + 2 * nt)
-    ivf = _grow(ivf, iva.shape[0] - 1)
-    ivb = _grow(ivb, iva.shape[0] - 1)
-    for t in range(nt):
-        a = -1
-        f = -1
-        if producer[t] < 0:
-            a = 0
-            f = s_opt
-        elif dec[t] == D_KEEP:
-            a = producer[t]
-            f = last_use[t] if last_use[t] >= 0 else a
-        elif alloc[t] >= 0:            # the last backward copy: until its last read
-            a = alloc[t]
-            f = last_use[t]
-        if a >= 0:
-            iva[ni] = a
-            ivf[ni] = f
-            ivb[ni] = tbytes[t]
-            ni += 1
+    iva, ivf, ivb, ni = _lifetimes(producer, tbytes, dec, alloc, last_use, s_opt, iva, ivf, ivb, ni)
     return (kind[:ns], op[:ns], stage[:ns], need_pos[:ns], stage_first, iva[:ni], ivf[:ni],
             ivb[:ni], first_use, last_use, hq[:nh])
 
@@ -345,6 +366,131 @@ def _heap_pop(h, m):
 
 
 @njit(cache=True)
+def _default_issue_points(n, hq, sw_f, sw_u, stage, stage_first, tbytes, fixed, issue, n_open,
+                          finite, limit):
+    """Fill ``issue`` for the copies back the plan left open (``reference.default_issue_points``):
+    for each in H2D-queue order, the earliest stage from which the copy fits the budget over the
+    memory so far (``fixed`` plus the copies placed), never before the previous copy's."""
+    nh = hq.shape[0]
+    if n_open > 0:
+        # memory so far (fixed plus the copies placed): a max segment tree, read and updated only
+        # under a finite budget
+        mx, ad, size_p = _tree(fixed if finite else fixed[:0])
+        depth = 1
+        while (1 << depth) <= size_p:
+            depth += 1
+        stack = np.empty(4 * (2 * depth + 2), np.int64)
+        k_prev = n - 1
+        for hi in range(nh):
+            t = hq[hi]
+            f = sw_f[t]
+            size = tbytes[t]
+            if issue[t] >= 0:
+                k = issue[t]
+            else:
+                ju = stage[sw_u[t]]
+                k = ju
+                if not finite:
+                    k = k_prev
+                else:
+                    # the earliest step a0 in [lo, f] with max(mem[a0..f]) + size <= budget: the
+                    # condition holds on a suffix of [lo, f], which starts after the last step
+                    # where it fails (-1: none fits, even at f)
+                    lo = stage_first[k_prev]
+                    j = _last_over(mx, ad, size_p, lo, f, size, limit, stack)
+                    a0 = lo if j < 0 else (-1 if j == f else j + 1)
+                    if a0 >= 0:
+                        k0 = stage[a0]
+                        k = k0 if stage_first[k0] == a0 else k0 - 1
+                        k = max(min(k, k_prev), ju)
+                        if stage_first[k] > stage_first[ju]:
+                            k = ju
+                k = max(min(k, k_prev), ju)
+                issue[t] = k
+            if finite:
+                _tree_add(mx, ad, size_p, stage_first[k], f + 1, size)
+            k_prev = k
+
+
+@njit(cache=True)
+def _memory_curve(steps, iva, ivf, ivb, tbytes, producer, sw_lf, sw_f, hq, qpos, S, E, d2h_end,
+                  h2d_start, tol):
+    """The memory curve of ``time_core`` (actual times; frees before allocations at equal times),
+    as ``(times, curve)``."""
+    nt = tbytes.shape[0]
+    nh = hq.shape[0]
+    # Events at a step's start or end (allocations at S[a], frees at E[f]) are put in time order
+    # by a counting sort on 2 * step (+1 for an end): S[0] <= E[0] <= S[1] <= ... Only the release
+    # of a swapped source (at max(E[lf], end of its copy)) and the start of an H2D copy fall
+    # elsewhere; they are sorted apart and merged in. So the curve costs time linear in the events.
+    nb = 2 * steps
+    cnt = np.zeros(nb + 1, np.int64)
+    n_other = 0
+    for i in range(ivb.shape[0]):
+        if ivb[i] != 0:
+            cnt[2 * iva[i] + 1] += 1
+            cnt[2 * ivf[i] + 2] += 1
+    for t in range(nt):
+        if sw_lf[t] >= 0:
+            cnt[2 * producer[t] + 1] += 1
+            n_other += 1
+    for hi in range(nh):
+        cnt[2 * sw_f[hq[hi]] + 2] += 1
+        n_other += 1
+    for i in range(nb):
+        cnt[i + 1] += cnt[i]
+    st = np.empty(cnt[nb], np.float64)         # step events in time order
+    sb = np.empty(cnt[nb], np.int64)
+    for i in range(ivb.shape[0]):
+        if ivb[i] != 0:
+            k = cnt[2 * iva[i]]
+            st[k] = S[iva[i]]
+            sb[k] = ivb[i]
+            cnt[2 * iva[i]] += 1
+            k = cnt[2 * ivf[i] + 1]
+            st[k] = E[ivf[i]]
+            sb[k] = -ivb[i]
+            cnt[2 * ivf[i] + 1] += 1
+    ot = np.empty(n_other, np.float64)         # the other events
+    ob = np.empty(n_other, np.int64)
+    e = 0
+    for t in range(nt):
+        if sw_lf[t] >= 0:
+            k = cnt[2 * producer[t]]
+            st[k] = S[producer[t]]
+            sb[k] = tbytes[t]
+            cnt[2 * producer[t]] += 1
+            ot[e] = max(E[sw_lf[t]], d2h_end[qpos[t]])
+            ob[e] = -tbytes[t]
+            e += 1
+    for hi in range(nh):
+        t = hq[hi]
+        k = cnt[2 * sw_f[t] + 1]
+        st[k] = E[sw_f[t]]
+        sb[k] = -tbytes[t]
+        cnt[2 * sw_f[t] + 1] += 1
+        ot[e] = h2d_start[hi]
+        ob[e] = tbytes[t]
+        e += 1
+    o = _argsort(ot)
+    ne = st.shape[0] + n_other
+    tt = np.empty(ne, np.float64)
+    bb = np.empty(ne, np.int64)
+    a = 0
+    b = 0
+    for e in range(ne):
+        if b == n_other or (a < st.shape[0] and st[a] <= ot[o[b]]):
+            tt[e] = st[a]
+            bb[e] = sb[a]
+            a += 1
+        else:
+            tt[e] = ot[o[b]]
+            bb[e] = ob[o[b]]
+            b += 1
+    return _curve(tt, bb, tol)
+
+
+@njit(cache=True)
 def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, producer,
               sw_lf, sw_u, sw_f, hq, q, given_t, given_k, fwd, bwd, d2h_s, h2d_s, opt_s, duplex,
               budget, tol):
@@ -392,45 +538,8 @@ def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, 
     fixed = np.cumsum(diff[:steps])
 
     # ---- default issue points (reference.default_issue_points) for the copies left open ----
-    n_open = nh - given_t.shape[0]
-    if n_open > 0:
-        # memory so far (fixed plus the copies placed): a max segment tree, read and updated only
-        # under a finite budget
-        mx, ad, size_p = _tree(fixed if finite else fixed[:0])
-        depth = 1
-        while (1 << depth) <= size_p:
-            depth += 1
-        stack = np.empty(4 * (2 * depth + 2), np.int64)
-        k_prev = n - 1
-        for hi in range(nh):
-            t = hq[hi]
-            f = sw_f[t]
-            size = tbytes[t]
-            if issue[t] >= 0:
-                k = issue[t]
-            else:
-                ju = stage[sw_u[t]]
-                k = ju
-                if not finite:
-                    k = k_prev
-                else:
-                    # the earliest step a0 in [lo, f] with max(mem[a0..f]) + size <= budget: the
-                    # condition holds on a suffix of [lo, f], which starts after the last step
-                    # where it fails (-1: none fits, even at f)
-                    lo = stage_first[k_prev]
-                    j = _last_over(mx, ad, size_p, lo, f, size, limit, stack)
-                    a0 = lo if j < 0 else (-1 if j == f else j + 1)
-                    if a0 >= 0:
-                        k0 = stage[a0]
-                        k = k0 if stage_first[k0] == a0 else k0 - 1
-                        k = max(min(k, k_prev), ju)
-                        if stage_first[k] > stage_first[ju]:
-                            k = ju
-                k = max(min(k, k_prev), ju)
-                issue[t] = k
-            if finite:
-                _tree_add(mx, ad, size_p, stage_first[k], f + 1, size)
-            k_prev = k
+    _default_issue_points(n, hq, sw_f, sw_u, stage, stage_first, tbytes, fixed, issue,
+                          nh - given_t.shape[0], finite, limit)
 
     # ---- accounted memory: fixed plus every copy back from its issue stage to its last use ----
     diff.fill(0)
@@ -542,76 +651,8 @@ def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, 
         if kind[s] == K_REC:
             recompute += E[s] - S[s]
 
-    # ---- memory curve (actual times; frees before allocations at equal times) ----
-    # Events at a step's start or end (allocations at S[a], frees at E[f]) are put in time order
-    # by a counting sort on 2 * step (+1 for an end): S[0] <= E[0] <= S[1] <= ... Only the release
-    # of a swapped source (at max(E[lf], end of its copy)) and the start of an H2D copy fall
-    # elsewhere; they are sorted apart and merged in. So the curve costs time linear in the events.
-    nb = 2 * steps
-    cnt = np.zeros(nb + 1, np.int64)
-    n_other = 0
-    for i in range(ivb.shape[0]):
-        if ivb[i] != 0:
-            cnt[2 * iva[i] + 1] += 1
-            cnt[2 * ivf[i] + 2] += 1
-    for t in range(nt):
-        if sw_lf[t] >= 0:
-            cnt[2 * producer[t] + 1] += 1
-            n_other += 1
-    for hi in range(nh):
-        cnt[2 * sw_f[hq[hi]] + 2] += 1
-        n_other += 1
-    for i in range(nb):
-        cnt[i + 1] += cnt[i]
-    st = np.empty(cnt[nb], np.float64)         # step events in time order
-    sb = np.empty(cnt[nb], np.int64)
-    for i in range(ivb.shape[0]):
-        if ivb[i] != 0:
-            k = cnt[2 * iva[i]]
-            st[k] = S[iva[i]]
-            sb[k] = ivb[i]
-            cnt[2 * iva[i]] += 1
-            k = cnt[2 * ivf[i] + 1]
-            st[k] = E[ivf[i]]
-            sb[k] = -ivb[i]
-            cnt[2 * ivf[i] + 1] += 1
-    ot = np.empty(n_other, np.float64)         # the other events
-    ob = np.empty(n_other, np.int64)
-    e = 0
-    for t in range(nt):
-        if sw_lf[t] >= 0:
-            k = cnt[2 * producer[t]]
-            st[k] = S[producer[t]]
-            sb[k] = tbytes[t]
-            cnt[2 * producer[t]] += 1
-            ot[e] = max(E[sw_lf[t]], d2h_end[qpos[t]])
-            ob[e] = -tbytes[t]
-            e += 1
-    for hi in range(nh):
-        t = hq[hi]
-        k = cnt[2 * sw_f[t] + 1]
-        st[k] = E[sw_f[t]]
-        sb[k] = -tbytes[t]
-        cnt[2 * sw_f[t] + 1] += 1
-        ot[e] = h2d_start[hi]
-        ob[e] = tbytes[t]
-        e += 1
-    o = _argsort(ot)
-    ne = st.shape[0] + n_other
-    tt = np.empty(ne, np.float64)
-    bb = np.empty(ne, np.int64)
-    a = 0
-    b = 0
-    for e in range(ne):
-        if b == n_other or (a < st.shape[0] and st[a] <= ot[o[b]]):
-            tt[e] = st[a]
-            bb[e] = sb[a]
-            a += 1
-        else:
-            tt[e] = ot[o[b]]
-            bb[e] = ob[o[b]]
-            b += 1
-    times, curve = _curve(tt, bb, tol)
+    times, curve = _memory_curve(steps, iva, ivf, ivb, tbytes, producer, sw_lf, sw_f, hq, qpos, S, E,
+                                 d2h_end, h2d_start, tol)
     return (0, 0, 0.0, S, E, d2h_start, d2h_end, h2d_start, h2d_end, issue, stall_f, stall_b,
             recompute, times, curve)
 
