@@ -647,15 +647,19 @@ def test_binding_rows_options_and_an_unconstrained_budget():
 
 
 def test_lower_bound_options_are_checked():
+    """The time limit is read as every other one (``core.limits.parse_time_limit``): seconds > 0,
+    finite, a number or a numeric string, None for no limit."""
     from slackswap import ConfigError, experiments
+    from slackswap.core.errors import ParameterError
 
     p = Problem.build("tiny", "a100-80gb", 0.5, layers=1)
-    for bad in (-1, 0, "10", True):
-        with pytest.raises(ConfigError, match="integral_time_limit_s"):
+    for bad in (-1, 0, "ten", True, float("nan"), float("inf"), [10]):
+        with pytest.raises(ParameterError, match=r"lower_bound\(integral_time_limit_s\): expected a finite number"):
             lower_bound(p, integral_time_limit_s=bad)
+    assert lower_bound(p, integral_time_limit_s="10") == lower_bound(p, integral_time_limit_s=10.0)
     with pytest.raises(ConfigError, match=r"lp_max_tensors.*allowed: integral_time_limit_s"):
         experiments.sweep(["tiny"], ["a100-80gb"], [0.5], ["slack"], bound={"lp_max_tensors": 40})
-    with pytest.raises(ConfigError, match="bound.integral_time_limit_s"):
+    with pytest.raises(ParameterError, match="bound.integral_time_limit_s"):
         experiments.sweep(["tiny"], ["a100-80gb"], [0.5], ["slack"], bound={"integral_time_limit_s": -1})
 
 

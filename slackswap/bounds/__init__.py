@@ -42,6 +42,7 @@ import time
 import numpy as np
 
 from ..core.errors import BudgetError, ConfigError, SlackSwapError
+from ..core.limits import parse_time_limit
 from ..core.plan import Decision
 from ..mip.aggregate import bandwidth, build, needs
 from ..mip.aggregate.race import (
@@ -63,7 +64,8 @@ def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[fl
     The LP relaxation of the exact MILP is not one of them: it describes plans without hold
     points only, and a multi-level plan can be faster
     (``test_the_exact_milps_relaxation_does_not_bound_multi_level_plans``)."""
-    check_time_limit(integral_time_limit_s, "lower_bound(integral_time_limit_s)")
+    integral_time_limit_s = parse_time_limit(integral_time_limit_s, "lower_bound(integral_time_limit_s)",
+                                             allow_none=True)
     best, how = float(problem.ideal_step_s), "ideal step (every op once, no stall)"
     cap = capacity_bound(problem)
     if cap > best:
@@ -73,12 +75,6 @@ def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[fl
         if agg > best:
             best, how = agg, "aggregated relaxation, integral decisions (solver dual bound)"
     return best, how
-
-
-def check_time_limit(value, field: str) -> None:
-    """``ConfigError`` naming ``field`` unless ``value`` is None or seconds > 0 (not a bool)."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
-        raise ConfigError(f"{field}: seconds > 0 or None; got {value!r}")
 
 
 def gap(problem, result, bound: float | None = None) -> float:

@@ -31,9 +31,9 @@ from .. import (
     bounds,  # bounds.lower_bound looked up at call time (tests may replace it)
 )
 from .. import planners as planners_mod
-from ..bounds import check_time_limit
 from ..core.errors import CapacityWarning, ConfigError
 from ..core.graph import check_limit
+from ..core.limits import parse_time_limit
 from ..core.paths import user_path
 from ..core.plan import Decision, Status
 from ..core.schema import check_type
@@ -161,8 +161,11 @@ def _bound_kwargs(bound) -> dict | None:
                           + (" (lp_max_tensors was removed: the exact MILP's relaxation does not bound "
                              "multi-level plans, docs/milp.md, \"Status, warm start and what is proven\")" if "lp_max_tensors" in bound else ""))
 
-    check_time_limit(bound.get("integral_time_limit_s"), "bound.integral_time_limit_s")
-    return dict(bound)
+    out = dict(bound)
+    if "integral_time_limit_s" in out:
+        out["integral_time_limit_s"] = parse_time_limit(out["integral_time_limit_s"], "bound.integral_time_limit_s",
+                                                        allow_none=True)
+    return out
 
 
 @lru_cache(maxsize=64)
