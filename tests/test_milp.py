@@ -77,13 +77,25 @@ def _case(g, budget, scale, bwd=1.0):
     return _problem(g, budget, scale, bwd)
 
 
+class _Solved(dict):
+    """Each case of ``CASES`` as ``(problem, brute's plan, milp's plan)``, solved when first read:
+    under pytest-xdist a worker solves only the cases its tests read (iterating gives every case)."""
+
+    def __missing__(self, name):
+        p = _case(*CASE_ARGS[name])
+        self[name] = out = (p, planners.get("brute").plan(p), planners.get("milp").plan(p))
+        return out
+
+    def __iter__(self):
+        return iter(CASES_BY_NAME)
+
+
+CASE_ARGS = {name: args for name, *args in CASES}
+
+
 @pytest.fixture(scope="module")
 def solved():
-    out = {}
-    for name, *args in CASES:
-        p = _case(*args)
-        out[name] = (p, planners.get("brute").plan(p), planners.get("milp").plan(p))
-    return out
+    return _Solved()
 
 
 @pytest.mark.parametrize("name", CASES_BY_NAME)
