@@ -1,4 +1,4 @@
-"""The D2H order pass of the ``slack`` planner (``slack_planner.py``, step 8; docs/planners.md,
+"""The D2H order pass of the ``slack`` planner (``slack_planner.py``, step 9; docs/planners.md,
 "slack"): other copy-out orders of the winning plan's swaps, judged by the simulator.
 
 The swap pass and the search plan with copies out in production order (the simulator's default,

@@ -45,6 +45,10 @@ recompute the rest. The algorithm, step by step (``SlackPlanner.plan``):
    the current plan, is pruned without a simulation (``Judge``).
 8. Prefetch issue points follow ``prefetch``; the plan's status and objective come from the
    simulator (``make_plan``).
+9. **D2H order** (beyond the paper; ``reorder``, ``order.py``): when the winner stalls and swaps
+   two or more tensors, other orders of its copies out (deadline first, largest first, smallest
+   first, then neighbour exchanges), at most ``order.ORDER_SIMS`` simulations; an order is kept
+   only when faster than production order (with ``margin``: and no slower on the nominal costs).
 
 The paper's estimate of slack ignores the engine's idle gaps and the exact (union) rebuild cost;
 steps 4 to 7 and the pruning are ours. Measured numbers: docs/planners.md, section "slack".
