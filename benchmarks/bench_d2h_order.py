@@ -5,6 +5,7 @@ order columns, the oracle over decisions and orders, and slack's order pass.
     python benchmarks/bench_d2h_order.py oracle --seeds 0 200
     python benchmarks/bench_d2h_order.py slack
     python benchmarks/bench_d2h_order.py speed llama-7b gpt2-xl --budgets 0.3 0.5 0.7 --repeat 9
+    python benchmarks/bench_d2h_order.py suite --repeat 3
 
 ``exact``: ``milp`` with ``d2h_order="production"`` and ``"any"`` on ``synthetic.five_op_swaps()``
 and on each model cut to ``--layers`` at ``--budget`` (``MODEL@B``: at budget B) (``--time-limit``
@@ -20,6 +21,9 @@ where ``milp`` differs from the oracle, and those with a bound above it (``slack
 those where the plan got slower.
 ``speed``: ``slack`` with and without ``reorder``, interleaved in one process, best of
 ``--repeat`` wall times each, and the step times.
+``suite``: ``milp`` with ``d2h_order="production"`` and ``"any"``, interleaved, on
+``synthetic.exact_suite()`` and ``random_suite(30, seed=0, max_tensors=7)``: the total wall time
+of each over the suite (best of ``--repeat``), and the problems whose optima differ.
 Step times come from the simulator and do not depend on the machine; wall times do.
 """
 
@@ -130,9 +134,32 @@ def speed(a) -> None:
                   flush=True)
 
 
+def suite(a) -> None:
+    from slackswap.experiments.synthetic import exact_suite, random_suite
+
+    probs = exact_suite() + [i.problem for i in random_suite(30, seed=0, max_tensors=7)]
+    best = {"production": float("inf"), "any": float("inf")}
+    objs = {}
+    for _ in range(a.repeat):
+        total = {"production": 0.0, "any": 0.0}
+        for k, p in enumerate(probs):
+            for mode in ("production", "any"):
+                t0 = time.perf_counter()
+                mp = planners.get("milp", d2h_order=mode).plan(p)
+                total[mode] += time.perf_counter() - t0
+                objs[k, mode] = mp.info.objective
+        best = {m: min(best[m], total[m]) for m in best}
+    differ = [k for k in range(len(probs)) if objs[k, "production"] != objs[k, "any"]
+              and not (objs[k, "production"] is not None and objs[k, "any"] is not None
+                       and abs(objs[k, "production"] - objs[k, "any"]) <= 1e-9 * objs[k, "production"])]
+    print(f"{len(probs)} problems: production {best['production']:.2f} s, any {best['any']:.2f} s "
+          f"(best of {a.repeat} totals); optima differ on {len(differ)}: "
+          + ", ".join(f"{probs[k].graph.name} {objs[k, 'production']!r} -> {objs[k, 'any']!r} s" for k in differ))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=["exact", "oracle", "slack", "speed"])
+    ap.add_argument("mode", choices=["exact", "oracle", "slack", "speed", "suite"])
     ap.add_argument("models", nargs="*")
     ap.add_argument("--hardware", default="a100-80gb")
     ap.add_argument("--hardware-list", nargs="+", default=["a100-80gb", "h100-sxm", "gh200"])
@@ -144,7 +171,7 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=9)
     a = ap.parse_args(argv)
     warnings.simplefilter("ignore")     # the presets' capacity warnings
-    {"exact": exact, "oracle": oracle, "slack": slack, "speed": speed}[a.mode](a)
+    {"exact": exact, "oracle": oracle, "slack": slack, "speed": speed, "suite": suite}[a.mode](a)
 
 
 if __name__ == "__main__":
