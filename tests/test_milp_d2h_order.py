@@ -23,8 +23,7 @@ def _bounds(p):
 def test_five_op_problem_is_solved_at_the_reordered_optimum_and_proven():
     """Swapping a1 and a2 with a2 copied first takes 390 s; the best plan in production order
     takes 520 s (brute force over decisions, with and without orders, agrees). The default model
-    chooses the order and proves 390 s; ``d2h_order="production"`` proves 520 s among
-    production-order plans only, and says so."""
+    chooses the order and proves 390 s."""
     p = five_op_swaps()
     mp = planners.get("milp").plan(p)
     assert mp.info.status is Status.OPTIMAL, mp.info.message
@@ -35,6 +34,12 @@ def test_five_op_problem_is_solved_at_the_reordered_optimum_and_proven():
     oracle = planners.get("brute", d2h_orders=True).plan(p)
     assert oracle.info.objective == 390.0 and oracle.d2h_order == (2, 1)
     assert planners.get("brute").plan(p).info.objective == 520.0
+
+
+def test_five_op_problem_in_production_order_and_every_bound():
+    """The same problem with the model in production order: 520 s, proven among those plans only
+    (the message says so); every bound of ``slackswap.bounds`` is at most the 390 s optimum."""
+    p = five_op_swaps()
     fixed = planners.get("milp", d2h_order="production", warm_start=False).plan(p)
     assert fixed.info.status is Status.OPTIMAL and fixed.info.objective == pytest.approx(520.0, rel=1e-9)
     assert fixed.d2h_order is None and "D2H in production order" in fixed.info.message
@@ -107,3 +112,25 @@ def test_the_model_with_order_columns_describes_production_order_too():
     assert a.info.status is b.info.status is Status.OPTIMAL
     assert a.info.objective == pytest.approx(b.info.objective, rel=1e-9) and a.d2h_order is None
     assert simulate(p, Plan(a.decisions, issue_points=a.issue_points)).step_time_s == pytest.approx(a.info.objective)
+
+
+def test_a_bound_for_every_plan_proves_production_order_optimal_where_it_meets_the_optimum():
+    """A model in production order (``"production"``; ``"auto"`` above ``D2H_ORDER_MAX_SWAPS``
+    swappable tensors: a 14-op unit chain has 13, and its model has no order columns): where a
+    bound for every plan (the capacity bound) meets its optimum, the message covers any D2H order
+    (``five_op_swaps`` at its keep-all peak: the ideal step); below it, as in the first test
+    (capacity bound under 520 s), it stays "in production order"."""
+    from slackswap import CostModel, Problem
+    from slackswap.experiments.synthetic import chain
+    from slackswap.planners.milp.milp_planner import D2H_ORDER_MAX_SWAPS
+
+    g = chain(14)
+    big = Problem.from_graph(g, CostModel.unit(g)).with_budget(0.8)
+    assert sum(t.swappable for t in g.planning_tensors()) == 13 > D2H_ORDER_MAX_SWAPS
+    names = planners.get("milp").build(big).model.names
+    assert not any(n.startswith("d2h_before") for n in names) and any(n.startswith("swap[") for n in names)
+    p = five_op_swaps()
+    roomy = planners.get("milp", d2h_order="production").plan(p.with_budget(p.keep_all_peak))
+    assert roomy.info.status is Status.OPTIMAL and roomy.info.objective == pytest.approx(p.ideal_step_s)
+    assert "a bound for every plan meets it" in roomy.info.message and "any D2H order" in roomy.info.message
+    assert capacity_bound(p) < 520.0

@@ -114,8 +114,10 @@ class MilpPlanner(Parameterised):
 
     The warm start (and fallback incumbent) is the fastest fitting plan of keep-all, recompute-all
     and every registered heuristic that respects ``allow_swap`` / ``allow_recompute``. The exact
-    model's optimum and bound are among plans with D2H in production order (docs/milp.md,
-    "Status, warm start and what is proven"); INFEASIBLE means no plan fits (proven), NO_PLAN_FOUND that none was found.
+    model chooses the D2H order too (``d2h_order``: ``"auto"``, up to ``D2H_ORDER_MAX_SWAPS``
+    swappable tensors; above, its optimum and bound are among plans with D2H in production order
+    unless a bound for every plan meets it: docs/milp.md, "The D2H order", "Status, warm start and
+    what is proven"); INFEASIBLE means no plan fits (proven), NO_PLAN_FOUND that none was found.
 
     Problems with more than ``max_exact_tensors`` planning tensors are beyond the exact formulation
     (it grows exponentially along residual streams, docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"): the planner then solves
@@ -154,7 +156,7 @@ class MilpPlanner(Parameterised):
     ``solver="cpsat"`` (its time grid). ``hold_points`` searches multi-level plans too (an op
     re-run more than once, regenerated tensors freed between stages: docs/timeline.md, "Backward: recompute, prefetch, gradients",
     docs/milp.md, "Potential steps"): the plan may carry hold points, and OPTIMAL / INFEASIBLE then cover
-    every plan, single- or multi-level, with D2H in production order."""
+    every plan, single- or multi-level, in the D2H orders the model describes."""
 
     name = "milp"
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
@@ -375,8 +377,14 @@ class MilpPlanner(Parameterised):
             # duplex < 1: the relaxation's optimum is a bound, and this plan's simulated time meets it
             status = Status.OPTIMAL
             msgs.append("the simulated time equals the relaxation's optimum: proven optimal")
+        production = _production_only(built)
+        if production and status is Status.OPTIMAL and not (plan is warm and outside) \
+                and self._certified(problem, None) >= obj * (1 - max(self.mip_rel_gap, 1e-9)):
+            # a bound for every plan (any D2H order) meets the optimum: production order is optimal
+            production = False
+            msgs.append("a bound for every plan meets it")
         if not (plan is warm and outside):     # else the bound is one for every plan (``_certified``)
-            msgs.append(self._among(True, _production_only(built)).lstrip("; "))
+            msgs.append(self._among(True, production).lstrip("; "))
         return plan.with_info(status=status, objective=obj, lower_bound=bound, gap=gap,
                               wall_s=wall(), model_size=size, message="; ".join(m for m in msgs if m))
 
@@ -405,7 +413,7 @@ class MilpPlanner(Parameterised):
                                   bound=bound)
         if better is None or not s < s0:
             return warm, src
-        return (Plan(better.decisions, issue_points=better.issue_points, planner=self.name, params=self.params,
+        return (Plan(better.decisions, issue_points=better.issue_points, d2h_order=better.d2h_order, planner=self.name, params=self.params,
                      problem_key=problem.key), f"the incumbent search (from {src}: {note})")
 
     def _settings(self, problem) -> Settings:
