@@ -85,6 +85,9 @@ def test_slack_tries_other_d2h_orders_and_keeps_only_a_faster_one():
     assert got.decisions == plain.decisions and got.d2h_order == (2, 3, 1)
     assert got.info.objective == simulate(p, got).step_time_s == 410.0
     assert "D2H order: smallest first" in got.info.message
+    # with a margin the order is found on the slower copies and kept only if no slower on the nominal ones
+    robust = planners.get("slack", margin=0.5).plan(p)
+    assert robust.d2h_order == (2, 3, 1) and robust.info.objective == simulate(p, robust).step_time_s == 410.0
     roomy = p.with_budget(p.keep_all_peak - 1)
     r = planners.get("slack").plan(roomy)
     assert r.d2h_order is None and "D2H order" not in r.info.message

@@ -48,14 +48,15 @@ from .solution import (  # noqa: F401 - re-exported: the planner's names as befo
 
 _REL = 1e-6
 _PRESOLVE_MAX_NNZ = 250_000
-D2H_ORDER_MAX_SWAPS = 12
-"""``d2h_order="auto"``: the exact model chooses the D2H order (one binary per pair of swappable
-tensors, ``mip.formulation``, "d2h_order") up to this many swappable planning tensors, and keeps
-production order above (docs/milp.md, "The D2H order")."""
 """``presolve="auto"``: HiGHS presolve only on exact models up to this many nonzeros
 (docs/milp.md, "Time limit"; measured: docs/journal/milp-2026-12-03.md, "Time limit"): with it ``tiny`` with 2 layers (107,704 nonzeros) is proven optimal
 in 147 s instead of 470 s and GPT-2 with 2 layers (85,855) in 247 s instead of not within 300 s;
 on the 155,187-nonzero model of the previous formulation it outlasted the search."""
+D2H_ORDER_MAX_SWAPS = 12
+"""``d2h_order="auto"``: the exact model chooses the D2H order (one binary per pair of swappable
+tensors, ``mip.formulation``, "d2h_order") up to this many swappable planning tensors, and keeps
+production order above, where it slowed ``llama-7b`` with one layer (18) about twofold
+(docs/milp.md, "The D2H order")."""
 #: ``cutoff``: the solver searches below the warm start's time plus this relative margin (above
 #: the solver's tolerances, so the warm start's own value is never pruned as "not better")
 _CUTOFF_TOL = 1e-7
@@ -318,10 +319,12 @@ class MilpPlanner(Parameterised):
         # with a narrowed model the solver's bound covers only the plans that model allows
         bound = None if res.bound is None or built.narrowed else res.bound * built.tau
         if res.x is None:
+            # a warm start in its own D2H order is outside a production-order model and its bound
+            kept = None if warm is not None and warm.d2h_order is not None and _production_only(built) else bound
             if res.status != "time_limit":
-                return self._fallback(problem, warm, src, bound, size, wall,
+                return self._fallback(problem, warm, src, kept, size, wall,
                                       f"the solver failed ({res.message or 'no solution'})", Status.ERROR)
-            return self._fallback(problem, warm, src, bound, size, wall,
+            return self._fallback(problem, warm, src, kept, size, wall,
                                   "time limit before the solver found a plan"
                                   + (f" ({res.message})" if res.message else ""))
         # the polishing LP passes the whole model to HiGHS again: only when the time left could
@@ -347,7 +350,8 @@ class MilpPlanner(Parameterised):
                 if outside:
                     msgs.append(f"incumbent: {src}'s plan, in its own D2H order, faster than the model's "
                                 f"{obj!r} s among plans with D2H in production order")
-                    status, bound = (Status.FEASIBLE, None) if status is Status.OPTIMAL else (status, bound)
+                    # the model's bound covers production-order plans only: one for every plan instead
+                    status, bound = (Status.FEASIBLE if status is Status.OPTIMAL else status), None
                 else:
                     msgs.append(f"incumbent: {src}'s plan")
                 plan, r, obj = warm, rw, rw.step_time_s
