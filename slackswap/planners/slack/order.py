@@ -28,11 +28,14 @@ def better_order(problem, decisions: dict, issue_points: dict, result, max_sims:
     """``(order, result, label, sims)``: a D2H order of the swaps in ``decisions`` faster than
     production order (``result`` is the plan's simulation in production order) with its
     simulation and which rule found it, or ``(None, result, "", sims)`` when none was found."""
-    g = problem.graph
-    prod = default_d2h_order(g, [t for t, d in decisions.items() if d is Decision.SWAP])
-    if len(prod) < 2 or max_sims <= 0 or not result.fits or result.stall_s <= time_tolerance(problem.costs):
+    # the cheap checks first: on the presets the winner has no stall and the pass ends here
+    if max_sims <= 0 or not result.fits or result.stall_s <= 0:
         return None, result, "", 0
     tol = time_tolerance(problem.costs)
+    g = problem.graph
+    prod = default_d2h_order(g, [t for t, d in decisions.items() if d is Decision.SWAP])
+    if len(prod) < 2 or result.stall_s <= tol:
+        return None, result, "", 0
     pos = {t: i for i, t in enumerate(prod)}
     size = {t: g.tensors[t].bytes for t in prod}
     rules = (("deadline first", sorted(prod, key=lambda t: (-max(g.saved_by[t], default=-1), pos[t]))),
