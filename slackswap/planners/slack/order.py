@@ -20,8 +20,8 @@ from ...timeline.schedule import default_d2h_order
 from ...timeline.simulate import time_tolerance
 
 ORDER_SIMS = 24
-"""Simulations of the pass per ``plan`` call, at most (a preset's simulation takes about a
-millisecond: the pass adds at most a few hundredths of a second)."""
+"""Simulations of the pass per ``plan`` call, at most (few beside the search's ``max_sims``,
+1000 by default; none where the winner does not stall)."""
 
 
 def better_order(problem, decisions: dict, issue_points: dict, result, max_sims: int = ORDER_SIMS):
