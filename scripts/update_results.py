@@ -84,7 +84,7 @@ def reproduce(out: Path) -> tuple[str, float]:
         "**Every heuristic at 50%** (empty = the plan does not fit the budget):",
         _md(ratios),
         "**Gap to a certified lower bound** (`step / bound - 1`; bound: the aggregated PCIe-capacity relaxation of "
-        "`slackswap.bounds`, valid for every plan):",
+        "`slackswap.bounds`, valid for every plan, in any D2H order and with any hold points):",
         _md(gaps),
         "**The most any plan can reach in our model** (`bound_ratio` = ideal step / certified lower "
         "bound: no plan, by any planner, has a higher throughput ratio in this simulator):",
@@ -118,7 +118,8 @@ def run_sweep(name: str, out: Path) -> tuple[str, float]:
                   "its plan). The exact MILP runs on small problems (tests/test_milp.py, "
                   "notebooks/02_heuristic_vs_exact.ipynb).",
                   "Gap to the certified lower bound (`step / bound - 1`; bound: `slackswap.bounds.lower_bound`, "
-                  "the LP of the aggregated PCIe-capacity relaxation, valid for every plan):",
+                  "the LP of the aggregated PCIe-capacity relaxation, valid for every plan, in any D2H order "
+                  "and with any hold points):",
                   _md(report.ablation_table(df[df["planner"] != "milp"], by=by, value="gap_to_bound"))]
     else:
         parts.append(_md(report.ablation_table(df, by=by)))

@@ -309,10 +309,12 @@ def test_lp_and_mps_dump(tmp_path, monkeypatch):
     assert obj == {col[v]: c for v, c in model.obj.items()}
     _same_rows(rows, want)
     assert binaries == {col[i] for i, b in enumerate(model.integer) if b} and len(binaries) == model.size()["binaries"]
-    for name in ("keep[1]", "swap[1]", "rec[1]"):
+    for name in ("keep[1]", "swap[1]", "rec[1]", "d2h_before[1,2]"):
         assert col[model.index[name]] in binaries, name
-    for name in ("one_decision", "d2h_fifo", "mem"):
+    # the D2H order is a decision here (docs/milp.md, "The D2H order"): d2h_order rows, no d2h_fifo
+    for name in ("one_decision", "d2h_order", "mem"):
         assert any(r.startswith(name) for r in rows), name
+    assert not any(r.startswith("d2h_fifo") for r in rows)
 
     built = planners.get("milp").build(p)
     built.model.to_mps(tmp_path / "m.mps")

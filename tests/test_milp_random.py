@@ -28,12 +28,18 @@ def test_milp_equals_brute_on_random_problems(p):
 
 @pytest.mark.parametrize("seed", [3, 17, 962190, 405406])
 def test_multi_output_producers_against_brute(seed):
-    """Mixed DAGs have ops with several outputs read by one consumer: the sibling groups."""
+    """Mixed DAGs have ops with several outputs read by one consumer: the sibling groups. The
+    model in production order against brute force in production order; at seed 405406, where
+    another order is faster (at its floor: 21 s in production order, 20 s copying t3, t5, t4),
+    the model choosing the order against brute force over decisions and D2H orders
+    (docs/milp.md, "The D2H order"; that oracle takes 10,592 plans a budget at seed 17)."""
     g = mixed_dag(seed, 6)
     base = Problem.from_graph(g, CostModel.unit(g))
+    orders = seed == 405406
     for frac in (0.0, 0.3, 0.7):
         p = base.with_budget(int(base.min_feasible_bytes + frac * (base.keep_all_peak - base.min_feasible_bytes)))
-        bp, mp = planners.get("brute").plan(p), planners.get("milp").plan(p)
+        bp = planners.get("brute", d2h_orders=orders).plan(p)
+        mp = planners.get("milp", d2h_order="any" if orders else "production").plan(p)
         assert mp.info.status is bp.info.status, mp.info.message
         if bp.info.status is Status.OPTIMAL:
             assert simulate(p, mp).step_time_s == pytest.approx(bp.info.objective, rel=1e-9)

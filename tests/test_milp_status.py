@@ -143,19 +143,32 @@ def _custom_order_problem():
 
 
 def test_optimal_is_among_production_order_plans_and_bounds_hold_for_every_order():
+    """``d2h_order="production"``: the model's optimum (17 s) is among production-order plans, and
+    copying a2 before a1 takes 16 s; by default (``"auto"``, two swappable tensors) the model
+    chooses the order and proves that 16 s plan (docs/milp.md, "The D2H order")."""
     p = _custom_order_problem()
-    mp = planners.get("milp").plan(p)
-    assert mp.info.status is Status.OPTIMAL
+    mp = planners.get("milp", d2h_order="production", warm_start=False).plan(p)
+    assert mp.info.status is Status.OPTIMAL and mp.info.objective == pytest.approx(17.0)
     assert "D2H in production order" in mp.info.message
     custom = Plan({1: Decision.SWAP, 2: Decision.SWAP, 3: Decision.KEEP}, d2h_order=(2, 1), problem_key=p.key)
     r = simulate(p, custom)
-    assert r.fits and r.step_time_s < mp.info.objective      # faster than the "optimum": 16 < 17
+    assert r.fits and r.step_time_s < mp.info.objective      # faster than that "optimum": 16 < 17
     # the bounds that hold for every plan (README's gaps) stay below it
     assert capacity_bound(p) <= r.step_time_s
     assert p.ideal_step_s + aggregate_bound(p)[0] <= r.step_time_s
     assert p.ideal_step_s + aggregate_bound(p, integral=True)[0] <= r.step_time_s
     lb, how = lower_bound(p)
     assert lb <= r.step_time_s, how
+    # with the warm start, slack's plan in its own order (16 s) beats that model's optimum: kept,
+    # FEASIBLE (nothing proves it optimal over every order), its bound one for every plan
+    warm = planners.get("milp", d2h_order="production").plan(p)
+    assert warm.info.status is Status.FEASIBLE and warm.d2h_order == (2, 1), warm.info.message
+    assert "in its own D2H order" in warm.info.message and warm.info.objective == pytest.approx(16.0)
+    assert warm.info.lower_bound <= 16.0
+    best = planners.get("milp").plan(p)
+    assert best.info.status is Status.OPTIMAL and "any D2H order" in best.info.message, best.info.message
+    assert best.d2h_order == (2, 1) and best.info.objective == pytest.approx(r.step_time_s, rel=1e-9)
+    assert best.info.lower_bound == pytest.approx(r.step_time_s, rel=1e-9)
 
 
 def test_aggregated_milp_is_stopped_by_work_not_seconds():

@@ -139,6 +139,55 @@ def exact_suite(levels=(0.0, 0.25, 0.5, 0.75), transfer_scale: float = 0.5) -> l
     return out
 
 
+def five_op_swaps() -> Problem:
+    """Five ops where the D2H order decides (docs/milp.md, "The D2H order"): a chain
+    (``chain(5)``, nothing recomputable) whose first activation ``a1`` (8 B) is produced before a
+    small ``a2`` (1 B), with a 14 B workspace at ``op3``; ops of 10, 10, 10, 25, 65 s forward and
+    10, 10, 35, 10, 70 s backward, copies of 20 s per byte, budget 24 B. In production order the
+    spike at ``op3`` waits for the long copy of ``a1`` (swapping both takes 520 s, as swapping
+    ``a1`` alone, the best plan in that order); copying ``a2`` first frees it at once, and
+    swapping both in that order takes 390 s.
+
+    >>> p = five_op_swaps()
+    >>> swaps = {1: Decision.SWAP, 2: Decision.SWAP, 3: Decision.KEEP, 4: Decision.KEEP}
+    >>> [simulate(p, Plan(swaps, d2h_order=o)).step_time_s for o in (None, (2, 1))]
+    [520.0, 390.0]
+    """
+    g0 = chain(5, sizes=[8, 1, 1, 1, 2])
+    ops = tuple(replace(op, workspace_bytes=14 if op.id == 3 else 0) for op in g0.ops)
+    g = Graph("five-op-swaps", ops, tuple(replace(t, recomputable=False) for t in g0.tensors))
+    copy = tuple(20.0 * t.bytes for t in g.tensors)
+    costs = CostModel("unit", (10.0, 10.0, 10.0, 25.0, 65.0), (10.0, 10.0, 35.0, 10.0, 70.0), copy, copy)
+    return Problem.from_graph(g, costs, budget_bytes=24)
+
+
+def spike_problem(seed: int) -> Problem:
+    """A seeded five-op problem with a workspace spike, random op and copy times and a random
+    budget: a chain (six in ten) or a random DAG of five ops (activations of 1-8 B), one op of
+    2-4 with a workspace of 0-15 B, nothing recomputable in half of them, forward 1-6 s and
+    backward 1-7 s per op, copies of 1, 2 or 3 s per byte, at a budget between the smallest
+    feasible one and the keep-all peak. Where the D2H order decides more often than in
+    ``random_suite`` (the oracle of ``milp``'s D2H order: ``brute(d2h_orders=True)``)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise SlackSwapError(f"spike_problem.seed: must be an int >= 0, got {seed!r}")
+    rng = np.random.default_rng(seed)
+    if rng.random() < 0.6:
+        g = chain(5, sizes=[int(v) for v in rng.integers(1, 9, 5)])
+    else:
+        g = random_dag(int(rng.integers(0, 10**6)), 5, max_bytes=8, p_extra_input=0.4)
+    spike = int(rng.integers(2, 5))
+    ops = tuple(replace(o, workspace_bytes=int(rng.integers(0, 16)) if o.id == spike else 0) for o in g.ops)
+    rec = rng.random() < 0.5
+    g = Graph(f"spike{seed}", ops, tuple(replace(t, recomputable=rec and t.recomputable) for t in g.tensors))
+    fwd = tuple(float(v) for v in rng.integers(1, 7, 5))
+    bwd = tuple(float(v) for v in rng.integers(1, 8, 5))
+    scale = float(rng.choice([1.0, 2.0, 3.0]))
+    copy = tuple(scale * t.bytes for t in g.tensors)
+    base = Problem.from_graph(g, CostModel("unit", fwd, bwd, copy, copy))
+    lo, hi = base.min_feasible_bytes, base.keep_all_peak
+    return base.with_budget(int(lo + rng.random() * (hi - lo)))
+
+
 SHAPES = ("chain", "residual", "random", "mixed")
 
 

@@ -50,11 +50,18 @@ class Built:
     held: dict[int, dict[int, int]] = field(default_factory=dict)
     """With ``hold_points``: regenerable tensor -> stage -> the column ``held[y,j]`` (the copy made
     in stage j stays until its last use: j is the tensor's hold point)."""
+    d2h_queue: list[int] = field(default_factory=list)
+    """The swap columns' tensors in production order (the default D2H order)."""
+    d2h_before: dict[tuple[int, int], int] = field(default_factory=dict)
+    """With ``d2h_any``: ``(a, b)``, ``a`` produced before ``b`` -> the column ``d2h_before[a,b]``
+    (1: ``a`` is copied out before ``b``)."""
+    d2h_start: dict[int, int] = field(default_factory=dict)
+    """Swap column's tensor -> the column ``d2h_start[t]``."""
 
 
 def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tree_nodes: int = 4000,
           deadline: float | None = None, d2h_fifo: bool = True, aggregate_rows: bool = True,
-          hold_points: bool = False) -> Built:
+          hold_points: bool = False, d2h_any: bool = False) -> Built:
     """The model of ``problem``; ``deadline`` (a ``time.perf_counter()`` value) stops a build that
     takes too long with ``BuildTimeout``. ``d2h_fifo=False`` leaves out the production-order D2H
     rows (``d2h_fifo``): a relaxation of the plans with any ``d2h_order`` (``bounds.lower_bound``).
@@ -73,7 +80,7 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
     f.tick()
     f.tree_rows()
     f.compute_stream()
-    f.d2h_rows(d2h_fifo)
+    f.d2h_rows(d2h_fifo, d2h_any)
     f.use_events()
     f.h2d_rows()
     f.h2d_order()
@@ -87,7 +94,8 @@ def build(problem, allow_swap: bool = True, allow_recompute: bool = True, max_tr
     if aggregate_rows and math.isfinite(B):
         f.tick()
         add_to(m, problem, f.rec, f.swap, start_opt, tau, c.optimizer_s)
-    return Built(m, f.keep, f.swap, f.rec, f.issue, tau, start_opt, f.narrowed, f.reruns, f.held)
+    return Built(m, f.keep, f.swap, f.rec, f.issue, tau, start_opt, f.narrowed, f.reruns, f.held, f.d2h_queue,
+                 f.d2h_before, f.d2h_start)
 
 
 def _neg(terms):
@@ -312,23 +320,43 @@ class _Form:
         return [(coef, self.start[s])] + ([(coef * ftau[s], act[s])] if act[s] is not None else []), coef * (
             ftau[s] if act[s] is None else 0.0)
 
-    def d2h_rows(self, d2h_fifo: bool) -> None:
-        """D2H: FIFO in production order."""
+    def d2h_rows(self, d2h_fifo: bool, d2h_any: bool = False) -> None:
+        """D2H: FIFO in production order; with ``d2h_any`` FIFO in an order the model chooses."""
         m, T, ops, swap = self.m, self.T, self.ops, self.swap
         swq = sorted(swap, key=lambda t: (T[t].producer, ops[T[t].producer].outputs.index(t)))
-        self.d2h_end = d2h_end = {}
+        self.d2h_queue, self.d2h_before = swq, {}
+        self.d2h_start, self.d2h_end = d2h_start, d2h_end = {}, {}
         prev = None
         for t in swq:
-            ds = m.var(f"d2h_start[{t}]")
+            ds = d2h_start[t] = m.var(f"d2h_start[{t}]")
             d2h_end[t] = m.var(f"d2h_end[{t}]")
             et, ec = self.end_terms(T[t].producer, -1.0)
             m.add_ge(f"d2h_after_producer[{t}]", [(1.0, ds)] + et, -ec)
-            if prev is not None and d2h_fifo:
+            if prev is not None and d2h_fifo and not d2h_any:
                 m.add_ge(f"d2h_fifo[{t}]", [(1.0, ds), (-1.0, d2h_end[prev])], 0.0)
             # >=, not =: an end only delays what follows it, so the optimum makes it tight (and a
             # solver with times on a grid, CP-SAT, may round it up)
             m.add_ge(f"d2h_dur[{t}]", [(1.0, d2h_end[t]), (-1.0, ds), (-self.c.d2h_s[t] / self.tau, swap[t])], 0.0)
             prev = t
+        if d2h_fifo and d2h_any:
+            self.d2h_order(swq)
+
+    def d2h_order(self, swq) -> None:
+        """The D2H order as a decision: for each pair ``a`` before ``b`` in production order a
+        binary ``o = d2h_before[a,b]``; a copy that goes first, if swapped, ends before the other
+        starts. The predecessor's ``swap`` switches its row off when it is not copied (its times are
+        then free), so any order of the swapped tensors is a solution, and every solution's swapped
+        copies run one at a time in the order of their starts: the simulator's FIFO queue in that
+        order, as ``d2h_fifo`` is in production order (docs/milp.md, "The D2H order")."""
+        m, Mt, swap, d2h_start, d2h_end = self.m, self.Mt, self.swap, self.d2h_start, self.d2h_end
+        for i, a in enumerate(swq):
+            for b in swq[i + 1:]:
+                self.tick()
+                o = self.d2h_before[a, b] = m.var(f"d2h_before[{a},{b}]", binary=True)
+                m.add_ge(f"d2h_order[{a},{b}]", [(1.0, d2h_start[b]), (-1.0, d2h_end[a]), (-Mt, o), (-Mt, swap[a])],
+                         -2 * Mt)
+                m.add_ge(f"d2h_order[{b},{a}]", [(1.0, d2h_start[a]), (-1.0, d2h_end[b]), (Mt, o), (-Mt, swap[b])],
+                         -Mt)
 
     def use_events(self) -> None:
         """The use and emit events per tensor ((position, activity column or None)) and the first

@@ -279,12 +279,12 @@ class FunctionPlanner:
 
 def make_plan(problem, decisions: dict, planner: str, params: dict, t0: float, *,
               issue_points=None, status: Status | None = None, message: str = "",
-              judge: bool = True, hold_points=None, result=None) -> Plan:
+              judge: bool = True, hold_points=None, result=None, d2h_order=None) -> Plan:
     """Assemble a ``Plan``; with ``judge`` the simulator sets status FEASIBLE or INFEASIBLE and
     the objective (step seconds). ``result``: the plan's ``simulate(problem, plan, detail=False)``
     when the caller has it already (the plan is then not simulated again)."""
 
-    plan = Plan(decisions, issue_points=issue_points or {}, planner=planner, params=params,
+    plan = Plan(decisions, issue_points=issue_points or {}, d2h_order=d2h_order, planner=planner, params=params,
                 problem_key=problem.key, hold_points=hold_points or {})
     if judge:
         r = result if result is not None else simulate(problem, plan, detail=False)

@@ -7,6 +7,13 @@ without hold points: OPTIMAL and INFEASIBLE are among single-level plans, like t
 does better, by ``milp(hold_points=True)``). The fastest plan that fits wins (step times within the simulator's relative time
 tolerance are equal); ties go to fewer swaps, then fewer recomputes, then the lexicographically
 smallest decision vector (tensor ids ascending; keep < swap < recompute).
+
+``d2h_orders=True`` also tries every D2H order of each vector's swapped tensors (``k!`` plans for
+``k`` swaps; production order first, then the other permutations in lexicographic order of
+their production-order positions; an order ties with an earlier one of the same vector unless
+faster by more than the tolerance): the oracle of ``milp``'s choice of the D2H order (docs/milp.md,
+"The D2H order"). It refuses problems with more than ``max_order_swaps`` swappable planning
+tensors.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from ..core.errors import SlackSwapError
 from ..core.plan import Decision, Plan, SolveInfo, Status
 from ..core.schema import NonNegInt, Schema
 from ..timeline import simulate
+from ..timeline.schedule import default_d2h_order
 from ..timeline.simulate import time_tolerance
 from .base import Parameterised, Tags, register
 
@@ -28,7 +36,7 @@ _ORDER = {Decision.KEEP: 0, Decision.SWAP: 1, Decision.RECOMPUTE: 2}
 
 @register("brute")
 class BrutePlanner(Parameterised):
-    """``brute(max_tensors=12, allow_swap=True, allow_recompute=True)``."""
+    """``brute(max_tensors=12, allow_swap=True, allow_recompute=True, d2h_orders=False, max_order_swaps=6)``."""
 
     name = "brute"
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
@@ -38,6 +46,10 @@ class BrutePlanner(Parameterised):
                                                        "(the search tries up to 3^k assignments)")
         allow_swap: bool = Field(True, description="consider SWAP for swappable tensors")
         allow_recompute: bool = Field(True, description="consider RECOMPUTE for recomputable tensors")
+        d2h_orders: bool = Field(False, description="also try every D2H order of the swapped tensors "
+                                                    "(k! orders for k swaps)")
+        max_order_swaps: NonNegInt = Field(6, description="with d2h_orders, refuse problems with more "
+                                                          "swappable planning tensors than this")
 
     def plan(self, problem) -> Plan:
         t0 = time.perf_counter()
@@ -54,18 +66,27 @@ class BrutePlanner(Parameterised):
             if self.allow_recompute and g.tensors[t].recomputable:
                 c.append(Decision.RECOMPUTE)
             choices.append(c)
-        best, best_key, n = None, None, 0
+        swappable = sum(Decision.SWAP in c for c in choices)
+        if self.d2h_orders and swappable > self.max_order_swaps:
+            raise SlackSwapError(f"brute: d2h_orders: problem has {swappable} swappable planning tensors > "
+                                 f"max_order_swaps={self.max_order_swaps}; every order is k! plans per vector")
+        best, best_key, best_order, n = None, None, None, 0
         tol = time_tolerance(problem.costs)
         for combo in itertools.product(*choices):
-            n += 1
-            plan = Plan(dict(zip(ids, combo, strict=False)), problem_key=problem.key)
-            r = simulate(problem, plan, detail=False)
-            if not r.fits:
-                continue
-            key = (r.step_time_s, combo.count(Decision.SWAP), combo.count(Decision.RECOMPUTE),
-                   tuple(_ORDER[d] for d in combo))
-            if best_key is None or _better(key, best_key, tol):
-                best, best_key = combo, key
+            dec = dict(zip(ids, combo, strict=False))
+            swapped = default_d2h_order(g, [t for t, d in dec.items() if d is Decision.SWAP])
+            orders = itertools.permutations(swapped) if self.d2h_orders and len(swapped) > 1 else [None]
+            for order in orders:
+                n += 1
+                order = None if order is not None and list(order) == swapped else order
+                plan = Plan(dec, d2h_order=order, problem_key=problem.key)
+                r = simulate(problem, plan, detail=False)
+                if not r.fits:
+                    continue
+                key = (r.step_time_s, combo.count(Decision.SWAP), combo.count(Decision.RECOMPUTE),
+                       tuple(_ORDER[d] for d in combo))
+                if best_key is None or _better(key, best_key, tol):
+                    best, best_key, best_order = combo, key, order
         wall = time.perf_counter() - t0
         size = {"plans": n}
         if best is None:
@@ -73,10 +94,11 @@ class BrutePlanner(Parameterised):
             return Plan(dec, planner=self.name, params=self.params, problem_key=problem.key,
                         info=SolveInfo(Status.INFEASIBLE, wall_s=wall, model_size=size,
                                        message=f"no plan fits the budget ({n} plans simulated)"))
-        return Plan(dict(zip(ids, best, strict=False)), planner=self.name, params=self.params, problem_key=problem.key,
+        what = "default issue points, every D2H order" if self.d2h_orders else "default issue points"
+        return Plan(dict(zip(ids, best, strict=False)), d2h_order=best_order, planner=self.name, params=self.params,
+                    problem_key=problem.key,
                     info=SolveInfo(Status.OPTIMAL, objective=best_key[0], lower_bound=best_key[0], gap=0.0,
-                                   wall_s=wall, model_size=size,
-                                   message=f"best of {n} plans (default issue points)"))
+                                   wall_s=wall, model_size=size, message=f"best of {n} plans ({what})"))
 
 
 def _better(key, best, tol: float) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Annotated, Literal
@@ -51,6 +52,11 @@ _PRESOLVE_MAX_NNZ = 250_000
 (docs/milp.md, "Time limit"; measured: docs/journal/milp-2026-12-03.md, "Time limit"): with it ``tiny`` with 2 layers (107,704 nonzeros) is proven optimal
 in 147 s instead of 470 s and GPT-2 with 2 layers (85,855) in 247 s instead of not within 300 s;
 on the 155,187-nonzero model of the previous formulation it outlasted the search."""
+D2H_ORDER_MAX_SWAPS = 12
+"""``d2h_order="auto"``: the exact model chooses the D2H order (one binary per pair of swappable
+tensors, ``mip.formulation``, "d2h_order") up to this many swappable planning tensors, and keeps
+production order above, where it slowed ``llama-7b`` with one layer (18) about twofold
+(docs/milp.md, "The D2H order")."""
 #: ``cutoff``: the solver searches below the warm start's time plus this relative margin (above
 #: the solver's tolerances, so the warm start's own value is never pruned as "not better")
 _CUTOFF_TOL = 1e-7
@@ -109,8 +115,10 @@ class MilpPlanner(Parameterised):
 
     The warm start (and fallback incumbent) is the fastest fitting plan of keep-all, recompute-all
     and every registered heuristic that respects ``allow_swap`` / ``allow_recompute``. The exact
-    model's optimum and bound are among plans with D2H in production order (docs/milp.md,
-    "Status, warm start and what is proven"); INFEASIBLE means no plan fits (proven), NO_PLAN_FOUND that none was found.
+    model chooses the D2H order too (``d2h_order``: ``"auto"``, up to ``D2H_ORDER_MAX_SWAPS``
+    swappable tensors; above, its optimum and bound are among plans with D2H in production order
+    unless a bound for every plan meets it: docs/milp.md, "The D2H order", "Status, warm start and
+    what is proven"); INFEASIBLE means no plan fits (proven), NO_PLAN_FOUND that none was found.
 
     Problems with more than ``max_exact_tensors`` planning tensors are beyond the exact formulation
     (it grows exponentially along residual streams, docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps"): the planner then solves
@@ -149,7 +157,7 @@ class MilpPlanner(Parameterised):
     ``solver="cpsat"`` (its time grid). ``hold_points`` searches multi-level plans too (an op
     re-run more than once, regenerated tensors freed between stages: docs/timeline.md, "Backward: recompute, prefetch, gradients",
     docs/milp.md, "Potential steps"): the plan may carry hold points, and OPTIMAL / INFEASIBLE then cover
-    every plan, single- or multi-level, with D2H in production order."""
+    every plan, single- or multi-level, in the D2H orders the model describes."""
 
     name = "milp"
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
@@ -186,6 +194,9 @@ class MilpPlanner(Parameterised):
         aggregate_rows: bool = Field(True, description=(
             "add the aggregated relaxation's rows to the exact model (not with solver='cpsat')"))
         hold_points: bool = Field(False, description="search multi-level plans too (plans may carry hold points)")
+        d2h_order: Literal["auto", "production", "any"] = Field("auto", description=(
+            "the D2H order of the exact model: 'any', a decision (the optimum over every order); 'production', "
+            "production order only; 'auto': 'any' up to D2H_ORDER_MAX_SWAPS swappable tensors"))
         aggregate_solver: Literal[AGGREGATE_SOLVERS + ("auto",)] = Field("auto", description=(
             "solver of the aggregated MILP; 'auto': HiGHS, with SCIP beside it under a time limit of at least "
             "BACKGROUND_SCIP_MIN_S on a model above SMALL_AGGREGATE_TENSORS planning tensors"))
@@ -210,7 +221,16 @@ class MilpPlanner(Parameterised):
         # (bytes as fractions of the largest excess) have no solution: its model has no agg rows
         return build(problem, self.allow_swap, self.allow_recompute, self.max_tree_nodes, deadline=deadline,
                      aggregate_rows=self.aggregate_rows and self.solver != "cpsat",
-                     hold_points=self.hold_points)
+                     hold_points=self.hold_points, d2h_any=self._d2h_any(problem))
+
+    def _d2h_any(self, problem) -> bool:
+        """Whether the exact model chooses the D2H order (``d2h_order``): always with ``"any"``,
+        never with ``"production"``, with ``"auto"`` up to ``D2H_ORDER_MAX_SWAPS`` tensors that can
+        be swapped (one binary per pair of them)."""
+        if self.d2h_order != "auto":
+            return self.d2h_order == "any"
+        g = problem.graph
+        return sum(self.allow_swap and g.tensors[t].swappable for t in problem.planning_ids) <= D2H_ORDER_MAX_SWAPS
 
     def plan(self, problem) -> Plan:
         """Build, solve and check; the whole call honours ``time_limit_s`` (docs/milp.md, "Time limit"):
@@ -285,6 +305,10 @@ class MilpPlanner(Parameterised):
             if built.narrowed and not model.infeasible:   # the narrowed model leaves plans out: no proof
                 return self._fallback(problem, warm, src, None, size, wall,
                                       f"the narrowed model is infeasible ({note})", Status.FEASIBLE)
+            if warm is not None and cutoff is not None and warm.d2h_order is not None and _production_only(built):
+                return self._fallback(problem, warm, src, None, size, wall,
+                                      "no plan with D2H in production order is faster than the warm start, "
+                                      "whose D2H order is its own (cutoff)", Status.FEASIBLE)
             if warm is not None:     # cannot happen if the model is exact: say so rather than hide it
                 return self._fallback(problem, warm, src, None, size, wall,
                                       f"model/simulator mismatch: {why}, but the warm start fits", Status.FEASIBLE)
@@ -295,10 +319,12 @@ class MilpPlanner(Parameterised):
         # with a narrowed model the solver's bound covers only the plans that model allows
         bound = None if res.bound is None or built.narrowed else res.bound * built.tau
         if res.x is None:
+            # a warm start in its own D2H order is outside a production-order model and its bound
+            kept = None if warm is not None and warm.d2h_order is not None and _production_only(built) else bound
             if res.status != "time_limit":
-                return self._fallback(problem, warm, src, bound, size, wall,
+                return self._fallback(problem, warm, src, kept, size, wall,
                                       f"the solver failed ({res.message or 'no solution'})", Status.ERROR)
-            return self._fallback(problem, warm, src, bound, size, wall,
+            return self._fallback(problem, warm, src, kept, size, wall,
                                   "time limit before the solver found a plan"
                                   + (f" ({res.message})" if res.message else ""))
         # the polishing LP passes the whole model to HiGHS again: only when the time left could
@@ -307,15 +333,28 @@ class MilpPlanner(Parameterised):
         polish = end is None or end - time.perf_counter() > 0.5 * solve_wall
         plan, obj = self._extract(problem, built, res.x, end, polish=polish)
         r = simulate(problem, plan, detail=False)
+        if plan.d2h_order is not None:   # an order the model chose: production order when as fast
+            plain = replace(plan, d2h_order=None)
+            rp = simulate(problem, plain, detail=False)
+            if rp.fits and rp.step_time_s <= r.step_time_s:
+                plan, r = plain, rp
         if obj is None:   # no time left to polish: the simulated time (exact when duplex_factor == 1)
             obj = r.step_time_s
         msgs = [note] if note else []
-        if warm is not None and res.status != "optimal":
+        status = {"optimal": Status.OPTIMAL, "feasible": Status.FEASIBLE}.get(res.status, Status.TIME_LIMIT)
+        # a warm start in its own D2H order can beat the optimum of a model in production order
+        outside = warm is not None and warm.d2h_order is not None and _production_only(built)
+        if warm is not None and (res.status != "optimal" or outside):
             rw = simulate(problem, warm, detail=False)
             if rw.fits and (not r.fits or rw.step_time_s < r.step_time_s):
+                if outside:
+                    msgs.append(f"incumbent: {src}'s plan, in its own D2H order, faster than the model's "
+                                f"{obj!r} s among plans with D2H in production order")
+                    # the model's bound covers production-order plans only: one for every plan instead
+                    status, bound = (Status.FEASIBLE if status is Status.OPTIMAL else status), None
+                else:
+                    msgs.append(f"incumbent: {src}'s plan")
                 plan, r, obj = warm, rw, rw.step_time_s
-                msgs.append(f"incumbent: {src}'s plan")
-        status = {"optimal": Status.OPTIMAL, "feasible": Status.FEASIBLE}.get(res.status, Status.TIME_LIMIT)
         if res.status == "feasible" and res.message:
             msgs.append(res.message)
         if problem.costs.duplex_factor < 1:
@@ -342,16 +381,24 @@ class MilpPlanner(Parameterised):
             # duplex < 1: the relaxation's optimum is a bound, and this plan's simulated time meets it
             status = Status.OPTIMAL
             msgs.append("the simulated time equals the relaxation's optimum: proven optimal")
-        msgs.append(self._among(True).lstrip("; "))
+        production = _production_only(built)
+        if production and status is Status.OPTIMAL and not (plan is warm and outside) \
+                and self._certified(problem, None) >= obj * (1 - max(self.mip_rel_gap, 1e-9)):
+            # a bound for every plan (any D2H order) meets the optimum: production order is optimal
+            production = False
+            msgs.append("a bound for every plan meets it")
+        if not (plan is warm and outside):     # else the bound is one for every plan (``_certified``)
+            msgs.append(self._among(True, production).lstrip("; "))
         return plan.with_info(status=status, objective=obj, lower_bound=bound, gap=gap,
                               wall_s=wall(), model_size=size, message="; ".join(m for m in msgs if m))
 
-    def _among(self, order: bool) -> str:
+    def _among(self, order: bool, production: bool = True) -> str:
         """Which plans the exact model's optimum and bound (``order``) or its infeasibility cover:
-        D2H in production order (an optimum and bound only: no D2H order lets more plans fit,
-        docs/milp.md, "Status, warm start and what is proven"), single-level plans unless ``hold_points``, and the ``allow_*``
-        switches."""
-        kinds = ["D2H in production order"] if order else []
+        with ``production`` (the model fixed the D2H queue to production order, ``d2h_order``)
+        D2H in production order, else any D2H order (an optimum and bound only: no D2H order lets
+        more plans fit, docs/milp.md, "Status, warm start and what is proven"), single-level plans
+        unless ``hold_points``, and the ``allow_*`` switches."""
+        kinds = (["D2H in production order"] if production else ["any D2H order"]) if order else []
         kinds += [] if self.hold_points else ["no hold points"]
         kinds += [] if self.allow_swap else ["no SWAP"]
         kinds += [] if self.allow_recompute else ["no RECOMPUTE"]
@@ -370,7 +417,7 @@ class MilpPlanner(Parameterised):
                                   bound=bound)
         if better is None or not s < s0:
             return warm, src
-        return (Plan(better.decisions, issue_points=better.issue_points, planner=self.name, params=self.params,
+        return (Plan(better.decisions, issue_points=better.issue_points, d2h_order=better.d2h_order, planner=self.name, params=self.params,
                      problem_key=problem.key), f"the incumbent search (from {src}: {note})")
 
     def _settings(self, problem) -> Settings:
@@ -573,8 +620,8 @@ class MilpPlanner(Parameterised):
             if xval[col] > 0.5 and dec[t] is Decision.SWAP:
                 issue[t] = k
         hold = _hold_points(problem, built, xval, dec) if built.reruns else {}
-        plan = Plan(dec, issue_points=issue, hold_points=hold, planner=self.name, params=self.params,
-                    problem_key=problem.key)
+        plan = Plan(dec, issue_points=issue, d2h_order=_d2h_order(built, xval, dec), hold_points=hold,
+                    planner=self.name, params=self.params, problem_key=problem.key)
         obj = self._polish(built, xval, deadline) if polish else None
         return plan, None if obj is None else obj * built.tau
 
@@ -695,6 +742,28 @@ def _hold_points(problem, built, x, dec) -> dict[int, int]:
         if any(j > k for j in made):
             hold[y] = k
     return hold
+
+
+def _production_only(built) -> bool:
+    """Whether ``built`` fixes the D2H queue to production order while two or more tensors can be
+    swapped (else every D2H order is among its plans)."""
+    return not built.d2h_before and len(built.d2h_queue) >= 2
+
+
+def _d2h_order(built, x, dec) -> tuple[int, ...] | None:
+    """The D2H order of the plan in column values ``x`` (``Built.d2h_before``): the swapped
+    tensors by the number of swapped tensors the columns put before them (then by start time and
+    production order; ties only among copies of no duration, whose order changes no time). None
+    when it is production order (the simulator's default) or the model fixes that order."""
+    swapped = [t for t in built.d2h_queue if dec[t] is Decision.SWAP]
+    if not built.d2h_before or len(swapped) < 2:
+        return None
+    ahead = dict.fromkeys(swapped, 0)
+    for (a, b), col in built.d2h_before.items():
+        if a in ahead and b in ahead:
+            ahead[b if x[col] > 0.5 else a] += 1
+    order = sorted(swapped, key=lambda t: (ahead[t], x[built.d2h_start[t]], swapped.index(t)))
+    return None if order == swapped else tuple(order)
 
 
 def _certified(problem, bound):

@@ -48,7 +48,7 @@ def chain_search(settings, problem, cand, bound: float, until: float | None):
                               variants_too=False, bound=bound)
     if better is None or not s < r.step_time_s:
         return cand, r.step_time_s, "no move improved it"
-    return (Plan(better.decisions, issue_points=better.issue_points, planner=settings.name, params=settings.params,
+    return (Plan(better.decisions, issue_points=better.issue_points, d2h_order=better.d2h_order, planner=settings.name, params=settings.params,
                  problem_key=problem.key), s, note)
 
 

@@ -45,6 +45,10 @@ recompute the rest. The algorithm, step by step (``SlackPlanner.plan``):
    the current plan, is pruned without a simulation (``Judge``).
 8. Prefetch issue points follow ``prefetch``; the plan's status and objective come from the
    simulator (``make_plan``).
+9. **D2H order** (beyond the paper; ``reorder``, ``order.py``): when the winner stalls and swaps
+   two or more tensors, other orders of its copies out (deadline first, largest first, smallest
+   first, then neighbour exchanges), at most ``order.ORDER_SIMS`` simulations; an order is kept
+   only when faster than production order (with ``margin``: and no slower on the nominal costs).
 
 The paper's estimate of slack ignores the engine's idle gaps and the exact (union) rebuild cost;
 steps 4 to 7 and the pruning are ours. Measured numbers: docs/planners.md, section "slack".
@@ -65,14 +69,16 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from ...core.plan import Decision, Status
+from ...core.plan import Decision, Plan, Status
 from ...core.schema import NonNegInt, PosInt, Schema
+from ...timeline import simulate
 from ...timeline.problem import with_transfer_margin
 from ...timeline.simulate import time_tolerance
 from ..base import Parameterised, Tags, make_plan, register
 from ..dp import multilevel_plan
 from .judge import Fifo, Judge, issue_points, recompute_fit, rerun_closure, rerun_union
 from .keep import keep_greedy
+from .order import better_order
 from .search import PAIRS, SMALL, baseline_plans, descend, judge_all, moves, over_budget
 
 ORDERS = ("rebuild_per_byte", "size", "position")
@@ -111,6 +117,9 @@ class SlackPlanner(Parameterised):
         pack: bool = Field(True, description="also judge the swap pass packing the largest tensor first; keep the faster")
         local_search: bool = Field(True, description="simulator-judged single-tensor moves, strict improvements only")
         max_sims: PosInt = Field(1000, description="simulations of the local search in the whole plan call, at most")
+        reorder: bool = Field(True, description=(
+            "try other D2H orders of the winner's swaps (deadline first, largest first, smallest first, "
+            "neighbour exchanges), judged by the simulator; kept only when faster"))
         margin: Annotated[float, Field(ge=0, le=10)] = Field(0.0, description=(
             "plan against copies 1 + margin times slower (0.2: 20% slower), judged on the nominal costs"))
 
@@ -188,8 +197,28 @@ class SlackPlanner(Parameterised):
         ip = issue_points(problem, best, self.prefetch)
         # the judge's result of the winner when it has one on the nominal costs (no margin)
         known = judge.result(best, ip) if nominal is problem else None
+        message = f"{judge.calls} simulations, {judge.pruned} pruned"
+        order = None
+        if self.reorder and math.isfinite(best_s):
+            order, known, message = self._reorder(nominal, problem, best, ip, known, message)
         return make_plan(nominal, best, self.name, self.params, t0, issue_points=ip, result=known,
-                         message=f"{judge.calls} simulations, {judge.pruned} pruned")
+                         message=message, d2h_order=order)
+
+    @staticmethod
+    def _reorder(nominal, problem, dec, ip, known, message):
+        """Step 8 (``order.better_order``): ``(order, result, message)``, the D2H order of the
+        winner's swaps that is faster than production order on the planning costs and no slower
+        on the nominal ones (None: production order), its nominal simulation and the message."""
+        base = known if known is not None else simulate(problem, Plan(dec, issue_points=ip), detail=False)
+        order, r, label, sims = better_order(problem, dec, ip, base)
+        if order is None:
+            return None, known, message
+        if nominal is not problem:      # a margin: no slower on the nominal costs either
+            r = simulate(nominal, Plan(dec, issue_points=ip, d2h_order=order), detail=False)
+            plain = simulate(nominal, Plan(dec, issue_points=ip), detail=False)
+            if not (r.fits and r.step_time_s <= plain.step_time_s):
+                return None, known, message + f"; D2H order: {label} not kept (slower on the nominal costs)"
+        return order, r, message + f"; D2H order: {label} ({sims} simulations)"
 
     # ------------------------------------------------------------ greedy
     def _greedy(self, prof: _Profile, slack_scale: float, order: str, keep: bool = False) -> dict:
