@@ -69,7 +69,9 @@ def _calibrate_args(p):
                                      "data/reference/slackswap_paper.csv); columns in docs/calibration.md")
     p.add_argument("--hardware", default="a100-80gb", help="hardware preset to calibrate (default a100-80gb)")
     p.add_argument("--params", type=_names, default=["compute_scale", "bandwidth"],
-                   help="comma-separated parameters (default compute_scale,bandwidth; see docs/calibration.md)")
+                   help="comma-separated parameters: hardware (default compute_scale,bandwidth) and workload "
+                        "assumptions (mlm_fraction, logits_dtype, loss_workspace, budget_scope, budget_logits, "
+                        "budget_param_grads, batch, seq, attention); see docs/calibration.md")
     p.add_argument("--bound", type=_bound, action="append", default=[], metavar="NAME=LO:HI",
                    help="replace a parameter's plausible range (repeatable)")
     p.add_argument("--planner", default="slack", help="planner of rows that name none (default slack)")
@@ -102,6 +104,9 @@ def _calibrate(args, console) -> int:
                     dict(args.bound) or None, args.grid, args.profile, args.max_evals, args.tol)
     console.print(cal.summary(), highlight=False)
     print_table(console, _df_table("Parameters", cal.table(), floatfmt=".6g"))
+    if cal.workload is not None:
+        print_table(console, _df_table("Workload values: the best RMS residual with each value fixed (the rest "
+                                       "refitted over the settings tried)", cal.workload.profile, floatfmt=".6g"))
     print_table(console, _df_table("Rows (residual = simulated / target - 1; closest: best residual of any "
                             "setting tried within the bounds)", cal.rows, floatfmt=".6g"))
     if args.csv:
