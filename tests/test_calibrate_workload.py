@@ -50,7 +50,7 @@ def test_search_finds_the_true_assumptions_as_the_smallest_set(targets):
     box = {"bandwidth": (20e9, 31.5e9)}
     res = search_assumptions(rev, ["bandwidth"], list(TRUE_WL), box, grid=3, max_size=3, refine=1, max_evals=5)
     assert [sorted(str(a) for a in found[0]) for found in res.found] == [
-        ["attention=eager [tiny]", "budget_scope=forward", "loss_workspace=false"]]
+        ["attention=eager for tiny", "budget_scope=forward", "loss_workspace=false"]]
     assert list(res.sizes["size"]) == [0, 1, 2, 3]          # no smaller set reproduces both rows
     assert (res.sizes["best_max_residual"].iloc[:3] > res.tol).all()
     assert abs(res.found[0][1]["bandwidth"] / TRUE_HW["bandwidth"] - 1) <= RECOVERY_TOL

@@ -29,7 +29,7 @@ from ..core import costs
 from ..core.errors import BudgetError, SlackSwapError
 from ..timeline import simulate
 from ..timeline.problem import Problem
-from .fit import _to_value, fit
+from .fit import _simplex, _to_unit, _to_value, fit
 from .parameters import PARAMETERS, apply
 from .workload import WORKLOAD, candidates, label
 
@@ -259,6 +259,25 @@ def fit_workload(rev: RowEvaluator, hw_params, wl_params, box, grid, profile, ma
     return cal, WorkloadFit(values, prof_df, ident, len(ranked))
 
 
+def _minimax(fx: Fixed, params, box, start: dict, grid, max_evals, tol):
+    """Hardware values (within ``box``) making the largest row residual of ``fx`` small: the least
+    squares fit (``fit.fit``), then a bounded Nelder-Mead on the largest residual from the better
+    of that fit and ``start``. Returns ``(values, residuals)``."""
+    from scipy.optimize import minimize  # lazy: start-up cost (scipy)
+
+    spec = [(box[p][0], box[p][1], PARAMETERS[p].log) for p in params]
+    values = lambda u: {p: _to_value(x, *s) for p, x, s in zip(params, u, spec, strict=True)}  # noqa: E731
+    worst = lambda u: float(np.abs(fx.residuals(values(u))).max())  # noqa: E731
+    cal = fit(fx, params, box, grid, 0, max_evals, tol)
+    u0 = min((np.array([_to_unit(v[p], *s) for p, s in zip(params, spec, strict=True)])
+              for v in (cal.values, start)), key=worst)
+    nm = minimize(worst, u0, method="Nelder-Mead", bounds=[(0.0, 1.0)] * len(params),
+                  options={"maxfev": 2 * max_evals, "xatol": 1e-4, "fatol": 1e-7,
+                           "initial_simplex": _simplex(u0)})
+    best = min((nm.x, u0), key=worst)
+    return values(best), fx.residuals(values(best))
+
+
 # ---------------------------------------------------------------- the smallest assumption set
 @dataclass(frozen=True)
 class Assumption:
@@ -269,7 +288,7 @@ class Assumption:
     model: str | None = None
 
     def __str__(self) -> str:
-        where = f" [{self.model}]" if self.model else ""
+        where = f" for {self.model}" if self.model else ""
         return f"{label({self.name: self.value})}{where}"
 
 
@@ -319,6 +338,10 @@ class SearchResult:
         else:
             lines.append(f"no set of up to {self.max_size} assumptions reproduces every row within "
                          f"{self.tol:.2%} at one plausible hardware setting tried")
+            last = self.sizes.iloc[-1]
+            if last["fitted_best"]:
+                lines.append(f"  closest set of {int(last['size'])}: {last['fitted_best']} at {last['fitted_hardware']}: "
+                             f"largest row residual {last['fitted_max_residual']:+.4f} ({last['fitted_residuals']})")
         for r in self.closest.itertuples():
             lines.append(f"  {r.row}: closest residual of any setting tried {r.closest:+.4f}"
                          + ("" if abs(r.closest) <= self.tol else "  (NOT reached)"))
@@ -337,6 +360,17 @@ def search_assumptions(rev: RowEvaluator, hw_params, wl_params, box, grid: int =
     """
     import pandas as pd  # lazy: start-up cost (pandas)
 
+    from .options import check_search
+
+    check_search(list(hw_params), list(wl_params), max_size, grid, refine, max_evals, tol)
+    for p in hw_params:
+        if p not in PARAMETERS:
+            raise SlackSwapError(f"search_assumptions.params: unknown hardware parameter {p!r}; known: "
+                                 f"{', '.join(PARAMETERS)}")
+    for p in wl_params:
+        if p not in WORKLOAD:
+            raise SlackSwapError(f"search_assumptions.workload: unknown workload parameter {p!r}; known: "
+                                 f"{', '.join(WORKLOAD)}")
     options = assumption_options(rev, wl_params)
     starts = hardware_starts(rev.hw, hw_params, box, grid)
     n = len(rev.targets)
@@ -355,15 +389,21 @@ def search_assumptions(rev: RowEvaluator, hw_params, wl_params, box, grid: int =
                 progress(k, len(judged), combo, float(worst[j]))
         judged.sort(key=lambda r: r[0])
         ok = [(list(c), h, r) for w, c, _, h, r in judged if w <= tol]
+        fitted = (math.inf, "", {}, None)
         if not ok:
-            for _w, combo, ws, _h, _r in judged[:refine]:
-                cal = fit(Fixed(rev, ws), hw_params, box, grid, 0, max_evals, tol)
-                r = cal.rows["residual"].to_numpy()
+            for _w, combo, ws, h, _r in judged[:refine]:
+                values, r = _minimax(Fixed(rev, ws), hw_params, box, h, grid, max_evals, tol)
+                if np.abs(r).max() < fitted[0]:
+                    fitted = (float(np.abs(r).max()), "; ".join(map(str, combo)), values, r)
                 if np.abs(r).max() <= tol:
-                    ok.append((list(combo), dict(cal.values), r))
+                    ok.append((list(combo), values, r))
         best = judged[0] if judged else None
         sizes.append({"size": k, "sets": len(judged), "best": "; ".join(map(str, best[1])) if best else "",
-                      "best_max_residual": best[0] if best else math.nan})
+                      "best_max_residual": best[0] if best else math.nan,
+                      "fitted_best": fitted[1], "fitted_max_residual": fitted[0] if fitted[1] or not k else math.nan,
+                      "fitted_hardware": ", ".join(f"{p}={v:.4g}" for p, v in fitted[2].items()),
+                      "fitted_residuals": "" if fitted[3] is None else " ".join(
+                          f"{t.model} {x:+.4f}" for t, x in zip(rev.targets, fitted[3], strict=True))})
         if ok:
             found = ok
             break

@@ -1,6 +1,7 @@
-"""Subcommands ``calibrate``, ``sensitivity`` and ``robustness`` (registered from commands.py).
+"""Subcommands ``calibrate``, ``assumptions``, ``sensitivity`` and ``robustness`` (registered
+from commands.py).
 
-The logic lives in ``calibration/`` (calibrate, sensitivity, robustness) and the figures in
+The logic lives in ``calibration/`` (calibrate, search, sensitivity, robustness) and the figures in
 ``report/calibration_figures.py``; here only options, tables and files.
 """
 
@@ -115,6 +116,62 @@ def _calibrate(args, console) -> int:
     if args.out:
         path = cal.write_hardware(args.out, allow_presets=args.into_presets, overwrite=args.force)
         console.print(f"calibrated hardware written to {path} (load it with --hardware {path})")
+    return 0
+
+
+# ---------------------------------------------------------------- assumptions (the search)
+def _assumptions_args(p):
+    p.add_argument("--targets", help="CSV of target rows (default: the published table)")
+    p.add_argument("--hardware", default="a100-80gb", help="hardware preset (default a100-80gb)")
+    p.add_argument("--params", type=_names, default=["compute_scale", "bandwidth"],
+                   help="hardware parameters fitted within their plausible ranges (default compute_scale,bandwidth)")
+    p.add_argument("--workload", type=_names,
+                   default=["mlm_fraction", "logits_dtype", "loss_workspace", "budget_scope", "budget_logits",
+                            "budget_param_grads", "batch", "seq", "attention"],
+                   help="workload parameters whose values are the assumptions (default: all)")
+    p.add_argument("--max-size", type=int, default=2, help="largest number of assumptions in a set (default 2)")
+    p.add_argument("--grid", type=int, default=4, help="hardware grid points per parameter (default 4)")
+    p.add_argument("--refine", type=int, default=3, help="sets fitted per size when the grid finds none (default 3)")
+    p.add_argument("--max-evals", type=int, default=30, help="least-squares evaluations per fitted set (default 30)")
+    p.add_argument("--tol", type=float, default=0.002, help="relative residual counted as reproduced (default 0.002)")
+    p.add_argument("--csv", help="write the per-size table as CSV")
+
+
+@command("assumptions", "the smallest set of workload assumptions reproducing the target rows with plausible "
+         "hardware", _assumptions_args)
+def _assumptions(args, console) -> int:
+    import sys
+
+    from ..calibration.calibrate import (  # lazy: start-up cost of the command line
+        bounds_for,
+        read_targets,
+    )
+    from ..calibration.options import check_search  # lazy: start-up cost of the command line
+    from ..calibration.search import (  # lazy: start-up cost of the command line
+        RowEvaluator,
+        search_assumptions,
+    )
+    from ..core import hardware  # lazy: start-up cost of the command line
+
+    check_search(args.params, args.workload, args.max_size, args.grid, args.refine, args.max_evals, args.tol)
+    _check_outputs(args)
+    hw = hardware.load(args.hardware)
+    rev = RowEvaluator(read_targets(args.targets), hw)
+    box = {p: bounds_for(p, hw) for p in args.params}
+
+    def progress(k, n, combo, worst):
+        if sys.stderr.isatty():
+            print(f"\rsize {k}: {n} sets judged, {rev.sims} simulations", end="", file=sys.stderr, flush=True)
+
+    res = search_assumptions(rev, args.params, args.workload, box, args.grid, args.max_size, args.refine,
+                             args.max_evals, args.tol, progress)
+    console.print(res.summary(), highlight=False)
+    print_table(console, _df_table("Per size: sets judged, the best set on the grid and its largest row residual",
+                                   res.sizes, floatfmt=".4f"))
+    console.print(f"{res.sims} simulations")
+    if args.csv:
+        res.sizes.to_csv(prepare_output(args.csv), index=False)
+        console.print(f"table written to {args.csv}")
     return 0
 
 
