@@ -78,3 +78,17 @@ def test_bad_workload_parameters_are_one_line_errors(targets, params, message):
     with pytest.raises(SlackSwapError) as e:
         calibrate(targets, params, "a100-80gb", grid=1, profile=0, max_evals=1)
     assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def test_assumptions_command_on_a_target_file(tmp_path, targets, capsys):
+    from slackswap.cli import main
+
+    csv = tmp_path / "t.csv"
+    csv.write_text("model,budget,planner,batch,step_time_s\n" + "".join(
+        f"tiny,{t.budget},{t.planner},4,{t.value!r}\n" for t in targets))
+    assert main(["assumptions", "--targets", str(csv), "--params", "bandwidth", "--workload",
+                 "budget_scope,loss_workspace", "--max-size", "1", "--grid", "2", "--refine", "1",
+                 "--max-evals", "3", "--csv", str(tmp_path / "sizes.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "no set of up to 1 assumptions reproduces every row" in out   # the truth needs three
+    assert (tmp_path / "sizes.csv").read_text().startswith("size,sets,best,best_max_residual")
