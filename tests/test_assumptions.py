@@ -109,3 +109,13 @@ def test_shipped_sets_load_with_a_source_for_every_assumption():
         aset = assumptions.load(n)
         assert aset.items and all(i.source for i in aset.items)
         assert aset.description
+
+
+def test_the_smallest_set_reproduces_the_published_rows_within_its_tolerance():
+    """docs/calibration.md, "Results: workload and hardware together": measured residuals -0.17%,
+    -0.13%, +0.13% of the published ratios (tolerance 0.2%, relative)."""
+    tab = assumptions.table(assumptions.load("smallest-set"))
+    assert list(tab["model"]) == ["bert-large", "gpt2-xl", "llama-7b"]
+    assert (tab["within"] == "yes").all(), tab
+    assert list(tab["assumptions"].round(4)) == [0.9613, 0.9747, 0.9973]
+    assert list(tab["defaults"].round(4)) == [0.9182, 0.9588, 0.9953]    # today's published table

@@ -37,7 +37,7 @@ def test_recovers_known_workload_and_link(targets):
     wl = cal.workload
     assert wl.values == {"budget_scope": "forward", "loss_workspace": False, "attention": {"tiny": "eager"}}
     assert cal.reproduced
-    for name in ("budget_scope", "loss_workspace", "attention[tiny]"):
+    for name in ("budget_scope", "loss_workspace", "attention for tiny"):
         assert wl.identifiability[name].startswith("identifiable"), wl.identifiability
     # the profile: the true value fits, the other does not
     prof = wl.profile.set_index(["parameter", "value"])["rms"]

@@ -87,7 +87,7 @@ class Calibration:
             for n, v in wl.values.items():
                 shown = ", ".join(f"{m}: {x!r}" for m, x in v.items()) if isinstance(v, dict) else repr(v)
                 idents = "; ".join(f"{k}: {t}" for k, t in wl.identifiability.items()
-                                   if k == n or k.startswith(n + "["))
+                                   if k == n or k.startswith(n + " for "))
                 lines.append(f"  {n} = {shown}: {idents}")
         for r in self.rows.itertuples():
             verdict = ("reproduced" if r.reproduced else

@@ -242,7 +242,7 @@ def fit_workload(rev: RowEvaluator, hw_params, wl_params, box, grid, profile, ma
     for (n, m), part in prof_df.groupby(["parameter", "model"], sort=False):
         floor = part["rms"].min()
         ok = part[part["rms"] <= floor + tol]["value"].tolist()
-        name = f"{n}[{m}]" if m else n
+        name = f"{n} for {m}" if m else n
         ident[name] = ("one candidate on this model (nothing to choose)" if len(part) == 1 else
                        "not identifiable: every value fits as well" if len(ok) == len(part) else
                        f"identifiable: only {ok[0]!r} fits within tol" if len(ok) == 1 else

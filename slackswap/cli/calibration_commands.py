@@ -103,7 +103,7 @@ def _calibrate(args, console) -> int:
         check_hardware_out(args.out, allow_presets=args.into_presets, overwrite=args.force)
     cal = calibrate(args.targets, args.params, args.hardware, args.planner, dict(args.param),
                     dict(args.bound) or None, args.grid, args.profile, args.max_evals, args.tol)
-    console.print(cal.summary(), highlight=False)
+    console.print(cal.summary(), highlight=False, markup=False)
     print_table(console, _df_table("Parameters", cal.table(), floatfmt=".6g"))
     if cal.workload is not None:
         print_table(console, _df_table("Workload values: the best RMS residual with each value fixed (the rest "
@@ -165,7 +165,7 @@ def _assumptions(args, console) -> int:
 
     res = search_assumptions(rev, args.params, args.workload, box, args.grid, args.max_size, args.refine,
                              args.max_evals, args.tol, progress)
-    console.print(res.summary(), highlight=False)
+    console.print(res.summary(), highlight=False, markup=False)
     print_table(console, _df_table("Per size: sets judged, the best set on the grid and its largest row residual",
                                    res.sizes, floatfmt=".4f"))
     console.print(f"{res.sims} simulations")
