@@ -92,3 +92,18 @@ def test_assumptions_command_on_a_target_file(tmp_path, targets, capsys):
     out = capsys.readouterr().out
     assert "no set of up to 1 assumptions reproduces every row" in out   # the truth needs three
     assert (tmp_path / "sizes.csv").read_text().startswith("size,sets,best,best_max_residual")
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(hw_params=["speed"]), "search_assumptions.params: unknown hardware parameter 'speed'; known:"),
+    (dict(wl_params=["batchx"]), "search_assumptions.workload: unknown workload parameter 'batchx'; known:"),
+    (dict(max_size=-1), "search_assumptions.max_size: must be >= 0; got -1"),
+    (dict(tol=float("nan")), "search_assumptions.tol: expected a finite number; got nan"),
+    (dict(grid=0), "search_assumptions.grid: must be >= 1; got 0"),
+])
+def test_bad_search_options_are_one_line_errors(targets, kw, message):
+    args = dict(hw_params=["bandwidth"], wl_params=["budget_scope"], box=None)
+    args.update(kw)
+    with pytest.raises(SlackSwapError) as e:
+        search_assumptions(RowEvaluator(targets, hardware.load("a100-80gb")), **args)
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)

@@ -30,7 +30,7 @@ from ..core.errors import BudgetError, SlackSwapError
 from ..timeline import simulate
 from ..timeline.problem import Problem
 from .fit import _simplex, _to_unit, _to_value, fit
-from .parameters import PARAMETERS, apply
+from .parameters import PARAMETERS, apply, bounds_for
 from .workload import WORKLOAD, candidates, label
 
 
@@ -353,7 +353,8 @@ def search_assumptions(rev: RowEvaluator, hw_params, wl_params, box, grid: int =
     """The smallest assumption sets reproducing every row within ``tol`` (see the module doc).
 
     Every set of ``k`` assumptions (distinct parameter per model) is judged on the hardware grid
-    (``hardware_starts``: the preset and ``grid`` points per parameter): it reproduces when at one
+    (``hardware_starts``: the preset and ``grid`` points per parameter of ``box``, default the
+    plausible ranges of ``parameters.bounds_for``): it reproduces when at one
     grid point every row is within ``tol``. If none does, the ``refine`` sets with the smallest
     largest-row residual on the grid are fitted (``fit.fit``, ``max_evals``) and judged at the fit.
     Sizes ``0..max_size`` in order; the first size with a reproducing set ends the search.
@@ -371,6 +372,7 @@ def search_assumptions(rev: RowEvaluator, hw_params, wl_params, box, grid: int =
         if p not in WORKLOAD:
             raise SlackSwapError(f"search_assumptions.workload: unknown workload parameter {p!r}; known: "
                                  f"{', '.join(WORKLOAD)}")
+    box = box or {p: bounds_for(p, rev.hw) for p in hw_params}   # the plausible ranges
     options = assumption_options(rev, wl_params)
     starts = hardware_starts(rev.hw, hw_params, box, grid)
     n = len(rev.targets)

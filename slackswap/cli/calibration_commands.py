@@ -142,10 +142,7 @@ def _assumptions_args(p):
 def _assumptions(args, console) -> int:
     import sys
 
-    from ..calibration.calibrate import (  # lazy: start-up cost of the command line
-        bounds_for,
-        read_targets,
-    )
+    from ..calibration.calibrate import read_targets  # lazy: start-up cost of the command line
     from ..calibration.options import check_search  # lazy: start-up cost of the command line
     from ..calibration.search import (  # lazy: start-up cost of the command line
         RowEvaluator,
@@ -157,13 +154,12 @@ def _assumptions(args, console) -> int:
     _check_outputs(args)
     hw = hardware.load(args.hardware)
     rev = RowEvaluator(read_targets(args.targets), hw)
-    box = {p: bounds_for(p, hw) for p in args.params}
 
     def progress(k, n, combo, worst):
         if sys.stderr.isatty():
             print(f"\rsize {k}: {n} sets judged, {rev.sims} simulations", end="", file=sys.stderr, flush=True)
 
-    res = search_assumptions(rev, args.params, args.workload, box, args.grid, args.max_size, args.refine,
+    res = search_assumptions(rev, args.params, args.workload, None, args.grid, args.max_size, args.refine,
                              args.max_evals, args.tol, progress)
     console.print(res.summary(), highlight=False, markup=False)
     print_table(console, _df_table("Per size: sets judged, the best set on the grid and its largest row residual",
