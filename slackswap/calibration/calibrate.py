@@ -33,6 +33,8 @@ from ..timeline.problem import Problem
 from .fit import Calibration, check_hardware_out, fit  # the search itself
 from .options import check_calibrate
 from .parameters import PARAMETERS, Parameter, apply, bounds_for  # noqa: F401 - calibrate's API
+from .search import RowEvaluator, fit_workload
+from .workload import WORKLOAD
 
 METRICS = ("throughput_ratio", "step_time_s")
 
@@ -191,7 +193,8 @@ def simulated_targets(rows, hardware, planner_params=None) -> list[Target]:
 def calibrate(targets=None, params=("compute_scale", "bandwidth"), hardware="a100-80gb", planner: str = "slack",
               planner_params=None, bounds=None, grid: int = 3, profile: int = 0, max_evals: int = 60,
               tol: float = 0.002) -> Calibration:
-    """Fit ``params`` (names in ``PARAMETERS``) so that simulating ``targets`` (a list of
+    """Fit ``params`` (names in ``PARAMETERS``, and workload assumptions in ``WORKLOAD``: searched
+    over their candidate values, ``search.fit_workload``) so that simulating ``targets`` (a list of
     ``Target``, a CSV path, or None for the published table) on ``hardware`` reproduces them.
 
     ``bounds``: ``{name: (lo, hi)}`` replacing ``bounds_for``'s plausible ranges. ``grid``:
@@ -206,9 +209,15 @@ def calibrate(targets=None, params=("compute_scale", "bandwidth"), hardware="a10
         targets = read_targets(targets, planner)
     if not targets:
         raise SlackSwapError("calibrate.targets: no target rows")
-    unknown = [p for p in params if p not in PARAMETERS]
+    unknown = [p for p in params if p not in PARAMETERS and p not in WORKLOAD]
     if unknown:
-        raise SlackSwapError(f"calibrate.params: unknown parameter {unknown[0]!r}; known: {', '.join(PARAMETERS)}")
+        raise SlackSwapError(f"calibrate.params: unknown parameter {unknown[0]!r}; known: "
+                             f"{', '.join(list(PARAMETERS) + list(WORKLOAD))}")
+    workload = [p for p in params if p in WORKLOAD]
+    params = [p for p in params if p in PARAMETERS]
+    if workload and not params:
+        raise SlackSwapError(f"calibrate.params: workload parameters ({', '.join(workload)}) are searched "
+                             "with at least one hardware parameter (e.g. compute_scale); got none")
     names = {t.hardware for t in targets if t.hardware}
     if isinstance(hardware, str) and len(names) > 1:
         raise SlackSwapError(f"calibrate.targets: rows name several hardware ({', '.join(sorted(names))}); "
@@ -220,8 +229,13 @@ def calibrate(targets=None, params=("compute_scale", "bandwidth"), hardware="a10
             raise SlackSwapError(f"calibrate.bounds[{p!r}]: needs a fitted parameter and lo < hi (> 0 on a log "
                                  f"scale); fitted: {', '.join(params)}; got {(lo, hi)}")
         box[p] = (float(lo), float(hi))
-    ev = _Evaluator(targets, hw, planner_params)
-    cal = fit(ev, params, box, grid, profile, max_evals, tol)
+    if workload:
+        cal, wl = fit_workload(RowEvaluator(targets, hw, planner_params), params, workload, box, grid, profile,
+                               max_evals, tol)
+        cal = replace(cal, workload=wl)
+    else:
+        ev = _Evaluator(targets, hw, planner_params)
+        cal = fit(ev, params, box, grid, profile, max_evals, tol)
     return replace(cal, hardware_name=hardware if isinstance(hardware, str) else hw.name,
                    planner=planner, wall_s=time.perf_counter() - t0)
 

@@ -57,6 +57,8 @@ class Calibration:
     hardware_name: str = ""
     planner: str = "slack"
     wall_s: float = 0.0
+    #: with workload parameters: ``search.WorkloadFit`` (values chosen, their profile); else None
+    workload: object = None
 
     @property
     def reproduced(self) -> bool:
@@ -78,6 +80,15 @@ class Calibration:
         for p in self.params:
             lines.append(f"  {p} = {self.values[p]:.6g} (preset {self.preset[p]:.6g}, searched in "
                          f"[{self.bounds[p][0]:.4g}, {self.bounds[p][1]:.4g}]): {self.identifiability[p]}")
+        if self.workload is not None:
+            wl = self.workload
+            lines.append(f"  workload: {wl.assignments} (shared values, hardware start) pairs judged, the values "
+                         "of per-model parameters chosen for each model:")
+            for n, v in wl.values.items():
+                shown = ", ".join(f"{m}: {x!r}" for m, x in v.items()) if isinstance(v, dict) else repr(v)
+                idents = "; ".join(f"{k}: {t}" for k, t in wl.identifiability.items()
+                                   if k == n or k.startswith(n + " for "))
+                lines.append(f"  {n} = {shown}: {idents}")
         for r in self.rows.itertuples():
             verdict = ("reproduced" if r.reproduced else
                        f"not at the joint fit (alone it is: closest residual {r.closest:+.4f})"
@@ -106,6 +117,8 @@ class Calibration:
         rows = "; ".join(f"{r.row}: target {r.target:.6g}, fitted {r.fitted_sim:.6g}" for r in self.rows.itertuples())
         prov = (f"calibrated {when} from preset {self.hardware_name!r} with planner {self.planner!r} "
                 f"(slackswap.calibration.calibrate, docs/calibration.md): {fit}; RMS relative residual {self.rms:.4g}")
+        if self.workload is not None:
+            prov += f"; under the workload assumptions {self.workload.values}"
         q = json.dumps
         curve = lambda e: (f"{{ {e.per} = [{', '.join(repr(x) for x, _ in e.points)}], "  # noqa: E731
                            f"value = [{', '.join(repr(round(v, 9)) for _, v in e.points)}] }}")

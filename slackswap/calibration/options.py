@@ -47,6 +47,16 @@ class CalibrateOptions(Schema):
     tol: NonNegFloat
 
 
+class SearchOptions(Schema):
+    params: Names
+    workload: Names
+    max_size: NonNegInt
+    grid: PosInt
+    refine: NonNegInt
+    max_evals: PosInt
+    tol: NonNegFloat
+
+
 class SensitivityOptions(Schema):
     models: Names
     compute_scales: Annotated[list[PosFloat], NonEmpty, Distinct]
@@ -90,6 +100,11 @@ def check_calibrate(params, bounds, grid, profile, max_evals, tol) -> CalibrateO
         bounds = {k: tuple(v) if isinstance(v, list) else v for k, v in bounds.items()}
     return _check(CalibrateOptions, "calibrate", dict(params=params, bounds=bounds, grid=grid, profile=profile,
                                                       max_evals=max_evals, tol=tol))
+
+
+def check_search(params, workload, max_size, grid, refine, max_evals, tol) -> SearchOptions:
+    return _check(SearchOptions, "search_assumptions", dict(params=params, workload=workload, max_size=max_size,
+                                                            grid=grid, refine=refine, max_evals=max_evals, tol=tol))
 
 
 def check_sensitivity(models, compute_scales, bandwidths, bound, workers) -> SensitivityOptions:

@@ -1,6 +1,7 @@
-"""Subcommands ``calibrate``, ``sensitivity`` and ``robustness`` (registered from commands.py).
+"""Subcommands ``calibrate``, ``assumptions``, ``sensitivity`` and ``robustness`` (registered
+from commands.py).
 
-The logic lives in ``calibration/`` (calibrate, sensitivity, robustness) and the figures in
+The logic lives in ``calibration/`` (calibrate, search, sensitivity, robustness) and the figures in
 ``report/calibration_figures.py``; here only options, tables and files.
 """
 
@@ -69,7 +70,9 @@ def _calibrate_args(p):
                                      "data/reference/slackswap_paper.csv); columns in docs/calibration.md")
     p.add_argument("--hardware", default="a100-80gb", help="hardware preset to calibrate (default a100-80gb)")
     p.add_argument("--params", type=_names, default=["compute_scale", "bandwidth"],
-                   help="comma-separated parameters (default compute_scale,bandwidth; see docs/calibration.md)")
+                   help="comma-separated parameters: hardware (default compute_scale,bandwidth) and workload "
+                        "assumptions (mlm_fraction, logits_dtype, loss_workspace, budget_scope, budget_logits, "
+                        "budget_param_grads, batch, seq, attention); see docs/calibration.md")
     p.add_argument("--bound", type=_bound, action="append", default=[], metavar="NAME=LO:HI",
                    help="replace a parameter's plausible range (repeatable)")
     p.add_argument("--planner", default="slack", help="planner of rows that name none (default slack)")
@@ -100,8 +103,11 @@ def _calibrate(args, console) -> int:
         check_hardware_out(args.out, allow_presets=args.into_presets, overwrite=args.force)
     cal = calibrate(args.targets, args.params, args.hardware, args.planner, dict(args.param),
                     dict(args.bound) or None, args.grid, args.profile, args.max_evals, args.tol)
-    console.print(cal.summary(), highlight=False)
+    console.print(cal.summary(), highlight=False, markup=False)
     print_table(console, _df_table("Parameters", cal.table(), floatfmt=".6g"))
+    if cal.workload is not None:
+        print_table(console, _df_table("Workload values: the best RMS residual with each value fixed (the rest "
+                                       "refitted over the settings tried)", cal.workload.profile, floatfmt=".6g"))
     print_table(console, _df_table("Rows (residual = simulated / target - 1; closest: best residual of any "
                             "setting tried within the bounds)", cal.rows, floatfmt=".6g"))
     if args.csv:
@@ -110,6 +116,58 @@ def _calibrate(args, console) -> int:
     if args.out:
         path = cal.write_hardware(args.out, allow_presets=args.into_presets, overwrite=args.force)
         console.print(f"calibrated hardware written to {path} (load it with --hardware {path})")
+    return 0
+
+
+# ---------------------------------------------------------------- assumptions (the search)
+def _assumptions_args(p):
+    p.add_argument("--targets", help="CSV of target rows (default: the published table)")
+    p.add_argument("--hardware", default="a100-80gb", help="hardware preset (default a100-80gb)")
+    p.add_argument("--params", type=_names, default=["compute_scale", "bandwidth"],
+                   help="hardware parameters fitted within their plausible ranges (default compute_scale,bandwidth)")
+    p.add_argument("--workload", type=_names,
+                   default=["mlm_fraction", "logits_dtype", "loss_workspace", "budget_scope", "budget_logits",
+                            "budget_param_grads", "batch", "seq", "attention"],
+                   help="workload parameters whose values are the assumptions (default: all)")
+    p.add_argument("--max-size", type=int, default=2, help="largest number of assumptions in a set (default 2)")
+    p.add_argument("--grid", type=int, default=4, help="hardware grid points per parameter (default 4)")
+    p.add_argument("--refine", type=int, default=3, help="sets fitted per size when the grid finds none (default 3)")
+    p.add_argument("--max-evals", type=int, default=30, help="least-squares evaluations per fitted set (default 30)")
+    p.add_argument("--tol", type=float, default=0.002, help="relative residual counted as reproduced (default 0.002)")
+    p.add_argument("--csv", help="write the per-size table as CSV")
+
+
+@command("assumptions", "the smallest set of workload assumptions reproducing the target rows with plausible "
+         "hardware", _assumptions_args)
+def _assumptions(args, console) -> int:
+    import sys
+
+    from ..calibration.calibrate import read_targets  # lazy: start-up cost of the command line
+    from ..calibration.options import check_search  # lazy: start-up cost of the command line
+    from ..calibration.search import (  # lazy: start-up cost of the command line
+        RowEvaluator,
+        search_assumptions,
+    )
+    from ..core import hardware  # lazy: start-up cost of the command line
+
+    check_search(args.params, args.workload, args.max_size, args.grid, args.refine, args.max_evals, args.tol)
+    _check_outputs(args)
+    hw = hardware.load(args.hardware)
+    rev = RowEvaluator(read_targets(args.targets), hw)
+
+    def progress(k, n, combo, worst):
+        if sys.stderr.isatty():
+            print(f"\rsize {k}: {n} sets judged, {rev.sims} simulations", end="", file=sys.stderr, flush=True)
+
+    res = search_assumptions(rev, args.params, args.workload, None, args.grid, args.max_size, args.refine,
+                             args.max_evals, args.tol, progress)
+    console.print(res.summary(), highlight=False, markup=False)
+    print_table(console, _df_table("Per size: sets judged, the best set on the grid and its largest row residual",
+                                   res.sizes, floatfmt=".4f"))
+    console.print(f"{res.sims} simulations")
+    if args.csv:
+        res.sizes.to_csv(prepare_output(args.csv), index=False)
+        console.print(f"table written to {args.csv}")
     return 0
 
 

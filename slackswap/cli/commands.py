@@ -347,6 +347,9 @@ def _reproduce_args(p):
     p.add_argument("--time-limit", type=_time_limit_value, default=120.0, help="MILP time limit per problem, seconds")
     p.add_argument("--workers", type=_positive_int, default=2, help="processes (default 2)")
     p.add_argument("--out", help="directory for runs.csv, published.csv/.md, gaps.csv/.md")
+    p.add_argument("--assumptions", help="a named assumption set (data/assumptions/<name>.toml) or a TOML file: "
+                                         "the published table also under it, with an ablation over its "
+                                         "assumptions (docs/calibration.md, \"Assumption files\")")
     p.add_argument("--graphs", choices=("analytical", "traced"), default="analytical",
                    help="analytical graphs (default) or graphs traced from the HF models "
                         "(hf:<model>, needs the torch extra; docs/fidelity.md)")
@@ -365,6 +368,14 @@ def _reproduce(args, console) -> int:
         models.load(n)
     runs = [f"hf:{n}" for n in names] if args.graphs == "traced" else names
     hardware.load(args.hardware)
+    aset = None
+    if args.assumptions:
+        from ..calibration import assumptions  # lazy: start-up cost of the command line
+
+        if args.graphs == "traced":
+            raise SlackSwapError("reproduce: --assumptions: expected analytical graphs (the assumptions are "
+                                 "model-spec fields); got --graphs traced")
+        aset = assumptions.load(args.assumptions)   # a bad file: refused before any run
     if args.planners:
         heur = _names(args.planners, "--planners")
         for n in heur:
@@ -408,16 +419,48 @@ def _reproduce(args, console) -> int:
                                 milp[["model", "status", "step_time_s", "planner_bound_s", "proven_gap"]],
                                 floatfmt=".6g"))
     _warn(console, report.capacity_notes(df))
+    extra = _assumption_tables(console, aset, names, args.hardware) if aset is not None else {}
     if args.out:
         out = user_path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         report.to_csv(df, out / "runs.csv")
-        for name, t in (("published", pub), ("gaps", report.gap_table(df))):
+        for name, t in (("published", pub), ("gaps", report.gap_table(df)), *extra.items()):
             if t is not None:
                 report.to_csv(t, out / f"{name}.csv")
                 report.to_markdown(t, path=out / f"{name}.md")
         console.print(f"results written to {out}/")
     return 0
+
+
+def _assumption_tables(console, aset, names, hardware_name) -> dict:
+    """The published rows with our defaults and under ``aset``, and the ablation over its
+    assumptions (``calibration.assumptions``); returns the tables by output file name."""
+    import warnings
+
+    from ..calibration import assumptions  # lazy: start-up cost of the command line
+    from ..calibration.search import RowEvaluator  # lazy: start-up cost of the command line
+    from ..core import hardware  # lazy: start-up cost of the command line
+    from ..core.errors import CapacityWarning  # lazy: start-up cost of the command line
+
+    rows = [t for t in assumptions.read_targets(None) if t.model in names]
+    if not rows:
+        console.print(f"(--assumptions: no published row for {', '.join(names)})")
+        return {}
+    with warnings.catch_warnings():   # the capacity notes of these models were printed above
+        warnings.simplefilter("ignore", CapacityWarning)
+        rev = RowEvaluator(rows, hardware.load(hardware_name))
+        tab = assumptions.table(aset, rev=rev)
+        abl = assumptions.ablation(aset, rev=rev)
+    print_table(console, _df_table(f"Published vs ours: with our defaults and with the assumptions of "
+                                   f"{aset.name!r} (slack; within: 0.2% of the paper)", tab, floatfmt=".4f"))
+    for it in aset.items:
+        console.print(f"  {it}: {it.source}", highlight=False, markup=False)
+    for line in assumptions.outside_plausible(aset, hardware_name):
+        console.print(f"NOTE: {line}", highlight=False, markup=False)
+    print_table(console, _df_table("Ablation, one assumption at a time: alone_moves = alone - defaults (the "
+                                   "assumption added to our defaults); its_share = all - without (what the set "
+                                   "loses without it)", abl, floatfmt=".4f"))
+    return {"assumptions": tab, "ablation": abl}
 
 
 def _whole_number(text: str) -> int:

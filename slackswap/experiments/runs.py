@@ -211,7 +211,7 @@ def error_row(spec: RunSpec, message: str) -> dict:
             warnings.simplefilter("ignore", CapacityWarning)
             problem = _base_problem(spec)[1].with_budget(spec.budget)
         row.budget_bytes = float(problem.budget_bytes)
-        row.budget = round(problem.budget_bytes / problem.keep_all_peak, 6)
+        row.budget = round(problem.budget_bytes / problem.budget_base_bytes, 6)
     except Exception:  # noqa: BLE001 - the setting itself is broken: keep what is known
         pass
     return asdict(row)
@@ -231,7 +231,7 @@ def _run_one(spec: RunSpec) -> dict:
         setting, base = _base_problem(spec)
         problem = base.with_budget(spec.budget)
         row.budget_bytes = float(problem.budget_bytes)
-        row.budget = round(problem.budget_bytes / problem.keep_all_peak, 6)
+        row.budget = round(problem.budget_bytes / problem.budget_base_bytes, 6)
         kw = _bound_kwargs(spec.bound)
         bound = None if kw is None else \
             (lambda: _bound(setting, float(problem.budget_bytes), json.dumps(kw, sort_keys=True)))
@@ -246,7 +246,7 @@ def _plan_and_judge(row: RunRow, problem, planner: str, params: dict, bound) -> 
     ``bound``: None or a callable returning ``(seconds, how)`` of the problem's lower bound."""
 
     row.budget_bytes = float(problem.budget_bytes)
-    row.budget = round(problem.budget_bytes / problem.keep_all_peak, 6)
+    row.budget = round(problem.budget_bytes / problem.budget_base_bytes, 6)
     row.warning = "; ".join(problem.memory_warnings)
     t0 = time.perf_counter()
     plan = planners_mod.get(planner, **params).plan(problem)

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import Field, create_model
+from pydantic import Field, create_model, model_validator
 
 from ..core.errors import ConfigError, UnknownNameError
 from ..core.paths import data_dir, user_path
 from ..core.schema import Schema, parse
-from .spec import SpecSchema, TransformerSpec
+from .spec import BUDGET_SCOPES, LOGITS_DTYPES, WORKLOAD_FIELDS, SpecSchema, TransformerSpec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -59,16 +59,34 @@ def load_file(path: str | Path, /, **overrides) -> TransformerSpec:
     return spec_from_dict(raw, where=path.name, **overrides)
 
 
-_SOURCED = [f for f in TransformerSpec.fields() if f not in ("name", "source")]
-#: ``[sources]``: a non-empty source text for every number and setting
+_SOURCED = [f for f in TransformerSpec.fields() if f not in ("name", "source") + WORKLOAD_FIELDS]
+_Text = Annotated[str, Field(min_length=1)]
+#: ``[sources]``: a non-empty source text for every number and setting (the workload fields may be
+#: left out of a file, with their source: they then take their defaults, docs/models.md "Workload")
 Sources = create_model("Sources", __base__=Schema,
-                       **{f: (Annotated[str, Field(min_length=1)], ...) for f in _SOURCED})
+                       **{f: (_Text, ...) for f in _SOURCED},
+                       **{f: (_Text | None, None) for f in WORKLOAD_FIELDS})
 
 
 class ModelFile(SpecSchema):
-    """A preset file: every ``TransformerSpec`` field at top level, and ``[sources]``."""
+    """A preset file: every ``TransformerSpec`` field at top level (the workload fields optional),
+    and ``[sources]``."""
 
+    mlm_fraction: Annotated[float, Field(gt=0, le=1)] = 1.0
+    logits_dtype: Literal[LOGITS_DTYPES] = "activation"
+    loss_workspace: bool = True
+    budget_scope: Literal[BUDGET_SCOPES] = "step"
+    budget_logits: bool = True
+    budget_param_grads: bool = False
     sources: Sources
+
+    @model_validator(mode="after")
+    def _sourced(self):
+        given = self.model_fields_set
+        for f in WORKLOAD_FIELDS:
+            if f in given and getattr(self.sources, f) is None:
+                raise ValueError(f"sources.{f}: a file that sets {f} gives its source too")
+        return self
 
 
 def spec_from_dict(raw: dict, /, where: str = "", **overrides) -> TransformerSpec:

@@ -23,6 +23,7 @@ Three families share one spec; the family fixes the block layout (docs/models.md
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -40,6 +41,12 @@ ATTENTIONS = ("flash", "eager")
 POSITIONS = ("learned", "rope")
 HEADS = ("lm", "mlm")
 IMPLEMENTATIONS = ("fused", "hf")
+LOGITS_DTYPES = ("activation", "fp32")
+BUDGET_SCOPES = ("step", "forward")
+#: The workload fields: what the step computes around the blocks and what its budget's 100% counts.
+#: Their defaults are the package's meaning before they existed (docs/models.md, "Workload").
+WORKLOAD_FIELDS = ("mlm_fraction", "logits_dtype", "loss_workspace", "budget_scope", "budget_logits",
+                   "budget_param_grads")
 
 
 _HELP = {
@@ -68,6 +75,19 @@ _HELP = {
     "tensor_parallel": "Megatron tensor-parallel degree t (per-GPU shards)",
     "implementation": "what the backward keeps: fused (fused kernels, Korthikanti's accounting) | "
                       "hf (what HuggingFace transformers saves; docs/models.md)",
+    "mlm_fraction": "share of each sequence's positions the MLM head (transform, decoder, loss) runs on, "
+                    "in (0, 1]: ceil(seq * mlm_fraction) gathered positions per sequence (1 = every "
+                    "position; NVIDIA's BERT: 80 of 512 = 0.15625); head 'mlm', implementation 'fused'",
+    "logits_dtype": "dtype of the logits the loss saves: activation (the activation dtype) | fp32; "
+                    "implementation 'fused'",
+    "loss_workspace": "the loss's transient fp32 buffer of the logits' size counts (true) or the "
+                      "loss runs in place (false); implementation 'fused'",
+    "budget_scope": "what a fractional budget's 100% is: step (the keep-all activation peak of the "
+                    "whole step) | forward (the keep-all peak over the forward pass only)",
+    "budget_logits": "the budget's 100% counts the loss's logits, their gradient and the loss's "
+                     "workspace (true) or leaves them out (false)",
+    "budget_param_grads": "the budget's 100% adds the parameter gradients (2 bytes per parameter "
+                          "on this GPU; true) or not (false)",
     "source": "where the numbers come from",
 }
 
@@ -100,6 +120,12 @@ class TransformerSpec:
     head: str = "lm"
     tensor_parallel: int = 1
     implementation: str = "fused"
+    mlm_fraction: float = 1.0
+    logits_dtype: str = "activation"
+    loss_workspace: bool = True
+    budget_scope: str = "step"
+    budget_logits: bool = True
+    budget_param_grads: bool = False
     source: str = ""
 
     def __post_init__(self):
@@ -123,6 +149,19 @@ class TransformerSpec:
     def tokens(self) -> int:
         """Tokens per step on one GPU: ``batch * seq``."""
         return self.batch * self.seq
+
+    @property
+    def head_positions(self) -> int:
+        """Positions per sequence the MLM head runs on: ``ceil(seq * mlm_fraction)`` (``seq`` for
+        an LM head or ``mlm_fraction = 1``)."""
+        if self.mlm_fraction >= 1:
+            return self.seq
+        return max(1, math.ceil(self.seq * self.mlm_fraction - 1e-9))
+
+    @property
+    def logits_bytes(self) -> int:
+        """Bytes per logit element: the activation dtype's, or 4 for ``logits_dtype = "fp32"``."""
+        return 4 if self.logits_dtype == "fp32" else self.act_bytes
 
     @property
     def has_bias(self) -> bool:
@@ -242,6 +281,12 @@ class SpecSchema(Schema):
     head: Literal[HEADS]
     tensor_parallel: Positive
     implementation: Literal[IMPLEMENTATIONS]
+    mlm_fraction: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+    logits_dtype: Literal[LOGITS_DTYPES]
+    loss_workspace: bool
+    budget_scope: Literal[BUDGET_SCOPES]
+    budget_logits: bool
+    budget_param_grads: bool
     source: str
 
     @model_validator(mode="after")
@@ -267,6 +312,17 @@ class SpecSchema(Schema):
                 raise ValueError(f"pooler: only family 'bert' has a pooler; got family {s.family!r}")
             if s.head != "lm":
                 raise ValueError(f"head: must be 'lm' for family {s.family!r}; got {s.head!r}")
+        if s.mlm_fraction != 1 and s.head != "mlm":
+            raise ValueError(f"mlm_fraction: must be 1 for head {s.head!r} (only an MLM head gathers "
+                             f"positions); got {s.mlm_fraction!r}")
+        if s.implementation != "fused":
+            for name, default in (("mlm_fraction", 1.0), ("logits_dtype", "activation"),
+                                  ("loss_workspace", True)):
+                if getattr(s, name) != default:
+                    raise ValueError(f"{name}: must be {default!r} for implementation "
+                                     f"{s.implementation!r} (it models HF's own head and loss; "
+                                     f"implementation 'fused' takes other values); got "
+                                     f"{getattr(s, name)!r}")
         return self
 
 

@@ -32,7 +32,7 @@ from .spec import TransformerSpec
 
 #: Forward FLOPs per element of memory-bound ops (backward: 2x). Small, documented guesses.
 _EW = {"norm": 5, "gelu": 8, "swiglu": 6, "softmax": 5, "dropout": 2, "add": 1, "rope": 3,
-       "embedding": 2, "loss": 5, "tanh": 4}
+       "embedding": 2, "loss": 5, "tanh": 4, "gather": 1}
 MAX_OPS = _MAX_OPS   # core.graph.MAX_OPS: one limit for every graph the package builds
 """``build`` refuses a graph estimated above this many ops unless ``max_ops`` says otherwise (None:
 no limit): the estimate (ops before the first block + layers x the first block's ops) is made
@@ -280,20 +280,27 @@ class _Transformer:
                  saves=(x, "out:0"), flops=2.0 * s.batch * h * h + _EW["tanh"] * nb,
                  extra_bytes=h * h * e)
         if s.head == "mlm":  # BertLMPredictionHead: transform then decoder
+            if s.head_positions < s.seq:   # NVIDIA's BERT: gather the masked positions first
+                T = s.batch * s.head_positions
+                pos = g.input("masked_positions", T * _INT_BYTES)
+                x = g.op("mlm.gather", "elementwise", (x, pos), [("mlm.gather", T * h * e, "activation")],
+                         saves=(pos,), flops=_EW["gather"] * T * h)
+                self.T = T   # the transform, decoder and loss run on the gathered rows only
             u = self.linear("mlm.dense", x, h, h, "mlm.dense", mode="rep")
             u = g.op("mlm.gelu", "elementwise", (u,), [("mlm.gelu", T * h * e, "activation")],
                      saves=(u,), flops=_EW["gelu"] * T * h)
             x = self.norm("mlm.norm", u)
         vt = _shard(v, t)  # vocab-parallel logits (Megatron pads V to a multiple of t)
-        logits = g.op("lm_head", "matmul", (x,), [("logits", T * vt * e, "logits")], saves=(x,),
-                      flops=2.0 * T * h * vt, extra_bytes=h * vt * e)
+        logits = g.op("lm_head", "matmul", (x,), [("logits", T * vt * s.logits_bytes, "logits")],
+                      saves=(x,), flops=2.0 * T * h * vt, extra_bytes=h * vt * e)
         if self.hf:
             return self.hf_loss(logits, vt)
         # Cross entropy: the softmax overwrites the logits in place (Megatron's vocab-parallel
-        # cross entropy), so the backward holds one [b, s, V/t] tensor; the fp32 upcast of the
-        # logits is transient workspace.
+        # cross entropy), so the backward holds one [b, s, V/t] tensor (in ``logits_dtype``); the
+        # fp32 buffer of the logits' size (the upcast) is transient workspace, unless
+        # ``loss_workspace`` is false (a loss that runs in place).
         g.op("loss", "loss", (logits,), [("loss", 4, "activation")], saves=(logits,),
-             flops=_EW["loss"] * T * vt, workspace=T * vt * _STAT_BYTES)
+             flops=_EW["loss"] * T * vt, workspace=T * vt * _STAT_BYTES if s.loss_workspace else 0)
 
     def hf_loss(self, logits, vt):
         """HF losses: ``cross_entropy`` saves its log-softmax, not the logits. The causal-LM loss

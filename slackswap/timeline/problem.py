@@ -26,12 +26,16 @@ from ..core.costs import CostModel
 from ..core.errors import BudgetError, CapacityWarning, ParameterError, SlackSwapError
 from ..core.graph import Graph
 from ..core.limits import resolve_budget
-from ..core.plan import problem_key
+from ..core.plan import Decision, problem_key
 from ..core.schema import check_type
 from ..core.units import format_bytes, format_seconds
 from ..models import TransformerSpec
 from .schedule import memory_floor
-from .simulate import keep_all_peak_of
+from .simulate import keep_all_peak_of, memory_bound
+
+#: Bytes per parameter of the parameter gradients that ``budget_param_grads`` adds to a budget's
+#: base: the 16-bit gradients of ``core.graph.BYTES_PER_PARAM``'s mixed-precision accounting.
+GRAD_BYTES_PER_PARAM = 2
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,11 +49,15 @@ class Problem:
     hardware: Any = None
     keep_all_peak: int = field(kw_only=True, repr=False)
     min_feasible_bytes: int = field(kw_only=True, repr=False)
+    #: what a fractional budget is a fraction of (``budget_base_of``); None: the keep-all peak
+    budget_base: int | None = field(default=None, kw_only=True, repr=False)
 
     def __post_init__(self):
         self.costs.check(self.graph)
-        for name in ("keep_all_peak", "min_feasible_bytes"):
+        for name in ("keep_all_peak", "min_feasible_bytes", "budget_base"):
             v = getattr(self, name)
+            if v is None and name == "budget_base":
+                continue
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ParameterError(f"Problem({name}): must be a whole number of bytes >= 0, got {v!r} "
                                      f"(Problem.from_graph computes it from the graph and its costs)")
@@ -83,8 +91,9 @@ class Problem:
         graph = model if isinstance(model, Graph) else models.build(model, **spec_overrides)
         cm = costs_mod.build(graph, hw, mode=cost_mode, profile=profile)
         peak = keep_all_peak_of(graph, cm)   # measured here and passed in: Problem holds data
-        p = cls(graph, cm, resolve_budget(budget, peak), hw, keep_all_peak=peak,
-                min_feasible_bytes=memory_floor(graph)[0])
+        base = budget_base_of(graph, cm, peak)
+        p = cls(graph, cm, resolve_budget(budget, base), hw, keep_all_peak=peak,
+                min_feasible_bytes=memory_floor(graph)[0], budget_base=None if base == peak else base)
         for text in p.memory_warnings:
             warnings.warn(text, CapacityWarning, stacklevel=2)
         return p
@@ -98,14 +107,16 @@ class Problem:
         through, for experiments below the floor)."""
         costs.check(graph)
         floor = memory_floor(graph)[0] if min_feasible_bytes is None else min_feasible_bytes
-        return cls(graph, costs, budget_bytes, hardware, keep_all_peak=keep_all_peak_of(graph, costs),
-                   min_feasible_bytes=floor)
+        peak = keep_all_peak_of(graph, costs)
+        base = budget_base_of(graph, costs, peak)
+        return cls(graph, costs, budget_bytes, hardware, keep_all_peak=peak,
+                   min_feasible_bytes=floor, budget_base=None if base == peak else base)
 
     def with_budget(self, budget) -> Problem:
         """The same problem under another budget (fraction, bytes, unit string or None). Warns
         (``CapacityWarning``) when static memory plus a finite budget exceed the GPU's memory
         (not for None: planners probe the unlimited problem; ``Problem.build`` warned already)."""
-        p = replace(self, budget_bytes=resolve_budget(budget, self.keep_all_peak))
+        p = replace(self, budget_bytes=resolve_budget(budget, self.budget_base_bytes))
         if math.isfinite(p.budget_bytes):
             for text in p.memory_warnings:
                 warnings.warn(text, CapacityWarning, stacklevel=2)
@@ -138,6 +149,12 @@ class Problem:
                                  "activation budget" if math.isfinite(self.budget_bytes) else "keep-all activations")
 
     @property
+    def budget_base_bytes(self) -> int:
+        """What a fractional budget is a fraction of: the keep-all peak, unless the model's spec
+        gives the budget another meaning (``budget_base_of``; docs/models.md, "Workload")."""
+        return self.keep_all_peak if self.budget_base is None else self.budget_base
+
+    @property
     def budget_fraction(self) -> float:
         return self.budget_bytes / self.keep_all_peak if self.keep_all_peak else math.inf
 
@@ -166,6 +183,54 @@ class Problem:
                 f"({s['budget_fraction']:.0%})\n"
                 f"  ideal step {format_seconds(s['ideal_step_s'])}, static memory {format_bytes(s['static_bytes'])}"
                 + "".join(f"\n  WARNING: {w}" for w in self.memory_warnings))
+
+
+def budget_base_of(graph: Graph, costs: CostModel, keep_all_peak: int | None = None) -> int:
+    """What a fractional budget of ``graph``'s problem is a fraction of (docs/models.md, "Workload"),
+    from its spec's ``budget_scope``, ``budget_logits`` and ``budget_param_grads`` (a graph without
+    a spec: the keep-all peak):
+
+    * ``budget_scope = "step"``: the keep-all activation peak of the whole step (the simulator's,
+      gradients and workspaces included); ``"forward"``: the largest accounted memory of a forward
+      step under keep-all (the backward's gradients and workspaces left out);
+    * ``budget_logits = False``: that peak with every tensor of kind ``logits``, its gradient and
+      the ``loss`` op's workspace counted as 0 bytes;
+    * ``budget_param_grads = True``: plus ``GRAD_BYTES_PER_PARAM`` bytes per parameter on the GPU.
+
+    The defaults (``"step"``, True, False) give ``keep_all_peak`` itself, with no extra work.
+    """
+    spec = graph.spec
+    scope = getattr(spec, "budget_scope", "step")
+    logits = getattr(spec, "budget_logits", True)
+    grads = getattr(spec, "budget_param_grads", False)
+    if keep_all_peak is None:
+        keep_all_peak = keep_all_peak_of(graph, costs)
+    if scope == "step" and logits and not grads:
+        return int(keep_all_peak)
+    g = graph if logits else _without_logits(graph)
+    if scope == "step":
+        base = keep_all_peak if g is graph else keep_all_peak_of(g, costs)
+    else:
+        keep = {t.id: Decision.KEEP for t in g.planning_tensors()}
+        steps = memory_bound(_GraphOnly(g), keep)
+        base = int(steps[:len(g.ops)].max()) if len(g.ops) else 0   # the first n steps: the forward
+    if grads:
+        base += GRAD_BYTES_PER_PARAM * spec.params_per_gpu()
+    return int(base)
+
+
+@dataclass(frozen=True)
+class _GraphOnly:
+    """What ``memory_bound`` reads of a problem: its graph."""
+
+    graph: Graph
+
+
+def _without_logits(graph: Graph) -> Graph:
+    """``graph`` with its ``logits`` tensors and its ``loss`` ops' workspace at 0 bytes."""
+    tensors = tuple(replace(t, bytes=0) if t.kind == "logits" else t for t in graph.tensors)
+    ops = tuple(replace(o, workspace_bytes=0) if o.kind == "loss" else o for o in graph.ops)
+    return replace(graph, ops=ops, tensors=tensors)
 
 
 def with_transfer_margin(problem, margin: float):
