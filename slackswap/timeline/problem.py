@@ -66,13 +66,15 @@ class Problem:
     # ---- construction ----
     @classmethod
     def build(cls, model, hardware="a100-80gb", budget=0.5, cost_mode: str = "analytical",
-              profile=None, **spec_overrides) -> Problem:
+              profile=None, parallel=None, **spec_overrides) -> Problem:
         """Build from a model (preset name, ``TransformerSpec``, HF config path or ``Graph``) and a
         hardware (preset name or ``Hardware``). ``budget``: a fraction in (0, 1] of the keep-all
-        activation peak, bytes (int or ``"24GiB"``), or None for no limit. Warns
+        activation peak, bytes (int or ``"24GiB"``), or None for no limit. ``parallel``: how the
+        step is spread over GPUs (a ``Parallel``, a dict of its keys, a ``data/parallel`` preset
+        name or a ``.toml`` path; docs/parallel.md): the problem is then one micro-batch on one
+        GPU of the planned pipeline stage, with its sharded static memory. Warns
         (``CapacityWarning``, ``memory_warnings``) when static memory plus the budget exceed the
         GPU's memory."""
-
 
         check_type(model, (str, Path, TransformerSpec, Graph), "Problem.build(model)",
                    "a model preset name, a TransformerSpec, a config.json path or a Graph", ParameterError)
@@ -80,7 +82,14 @@ class Problem:
                    "a hardware preset name, a .toml path or a Hardware", ParameterError)
         check_type(cost_mode, str, "Problem.build(cost_mode)", "'analytical' or 'measured'", ParameterError)
         hw = hw_mod.load(hardware) if isinstance(hardware, (str, Path)) else hardware
-        graph = model if isinstance(model, Graph) else models.build(model, **spec_overrides)
+        parallel = models.as_parallel(parallel)
+        if isinstance(model, Graph) and parallel is not None:
+            raise ParameterError("Problem.build(parallel): a Graph is already one GPU's graph; give the "
+                                 "model as a preset name, a TransformerSpec or a config.json to plan it in parallel")
+        if parallel is not None and parallel.tp > 1 and not getattr(hw.gpu, "p2p_bytes_per_s", None):
+            raise ParameterError(f"parallel: tp = {parallel.tp} needs a GPU-to-GPU bandwidth; hardware "
+                                 f"{hw.name} gives none (gpu.p2p_bandwidth, docs/hardware.md)")
+        graph = model if isinstance(model, Graph) else models.build(model, parallel=parallel, **spec_overrides)
         cm = costs_mod.build(graph, hw, mode=cost_mode, profile=profile)
         peak = keep_all_peak_of(graph, cm)   # measured here and passed in: Problem holds data
         p = cls(graph, cm, resolve_budget(budget, peak), hw, keep_all_peak=peak,
