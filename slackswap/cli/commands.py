@@ -24,6 +24,8 @@ from .common import (
     _check_outputs,
     _df_table,
     _max_ops_arg,
+    _parallel,
+    _parallel_arg,
     _param,
     _positive_int,
     _problem,
@@ -116,6 +118,7 @@ def _graph_args(p: argparse.ArgumentParser) -> None:
                    help="what the backward keeps: fused kernels or HuggingFace transformers (docs/models.md)")
     p.add_argument("--hardware", metavar="NAME", help="add analytical times on this hardware preset "
                                                       "(its GPU memory is checked; default a100-80gb)")
+    _parallel_arg(p)
     _max_ops_arg(p)
 
 
@@ -125,7 +128,7 @@ def _graph(args, console) -> int:
     from ..core import costs, hardware  # lazy: start-up cost of the command line
 
     overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
-    g = models.build(args.model, max_ops=args.max_ops, **overrides)
+    g = models.build(args.model, max_ops=args.max_ops, parallel=_parallel(args), **overrides)
     cm = costs.analytical(g, hardware.load(args.hardware)) if args.hardware else None
     saved = {t.id for t in g.planning_tensors()}
     rows: dict[str, list] = {}

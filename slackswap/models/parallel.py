@@ -231,23 +231,37 @@ class Parallel:
 
     def static_breakdown(self, spec: TransformerSpec) -> dict[str, int]:
         """Bytes per GPU of ``weights``, ``gradients``, ``optimizer`` state and ZeRO-3's
-        ``gathered`` parameters (docs/parallel.md): with Ψ the stage's parameters on one GPU and
-        N = dp, stage 0 keeps ``(2 + 2 + K)Ψ``; stage 1 shards the optimizer state (``KΨ/N``),
-        stage 2 also the gradients (``2Ψ/N``), stage 3 also the weights (``2Ψ/N``) and gathers
-        the 16-bit parameters of ``GATHERED_UNITS`` units at a time. Shards are rounded up."""
+        ``gathered`` parameters for the planned stage (``zero_static_bytes`` of its parameters;
+        docs/parallel.md)."""
         psi, unit = self.stage_params(spec)
-        n = self.dp
-
-        def shard(nbytes: int, stage: int) -> int:
-            return -(-nbytes // n) if self.zero >= stage else nbytes
-
-        return {"weights": shard(WEIGHT_BYTES * psi, 3), "gradients": shard(GRAD_BYTES * psi, 2),
-                "optimizer": shard(self.optimizer_bytes * psi, 1),
-                "gathered": GATHERED_UNITS * WEIGHT_BYTES * unit if self.zero == 3 else 0}
+        return zero_static_bytes(psi, self.dp, self.zero, self.optimizer_bytes,
+                                 unit if self.zero == 3 else 0)
 
     def static_bytes(self, spec: TransformerSpec) -> int:
         """Static memory per GPU: the sum of ``static_breakdown``."""
         return sum(self.static_breakdown(spec).values())
+
+
+def zero_static_bytes(psi: int, dp: int, zero: int, optimizer_bytes: int = ADAM_BYTES,
+                      unit: int = 0) -> dict[str, int]:
+    """Static memory per GPU of Ψ = ``psi`` parameters data-parallel over N = ``dp`` GPUs at ZeRO
+    stage ``zero`` (Rajbhandari et al. 2020, Sec. 5 and Fig. 1), K = ``optimizer_bytes``:
+
+    * stage 0: ``(2 + 2 + K)Ψ``; stage 1: ``(2 + 2)Ψ + KΨ/N``; stage 2: ``2Ψ + (2 + K)Ψ/N``;
+      stage 3: ``(2 + 2 + K)Ψ/N``, plus ``gathered``: the 16-bit parameters of
+      ``GATHERED_UNITS`` units of ``unit`` parameters, all-gathered at once (0 unless stage 3).
+
+    Each shard is rounded up to whole bytes. The ZeRO paper's example (Ψ = 7.5 B, N = 64, K = 12):
+
+    >>> [sum(zero_static_bytes(7_500_000_000, 64, z).values()) / 1e9 for z in range(4)]
+    [120.0, 31.40625, 16.640625, 1.875]
+    """
+    def shard(nbytes: int, stage: int) -> int:
+        return -(-nbytes // dp) if zero >= stage else nbytes
+
+    return {"weights": shard(WEIGHT_BYTES * psi, 3), "gradients": shard(GRAD_BYTES * psi, 2),
+            "optimizer": shard(optimizer_bytes * psi, 1),
+            "gathered": GATHERED_UNITS * WEIGHT_BYTES * unit if zero == 3 else 0}
 
 
 def as_parallel(value, where: str = "parallel") -> Parallel | None:
@@ -265,6 +279,29 @@ def as_parallel(value, where: str = "parallel") -> Parallel | None:
         return load(value)
     raise ConfigError(f"{where}: expected a dict of {', '.join(KEYS)}, a Parallel, a preset name "
                       f"({', '.join(available())}) or a .toml path; got {value!r}")
+
+
+def parse_text(text: str, where: str = "--parallel") -> Parallel:
+    """The CLI's ``--parallel``: a preset name, a ``.toml`` path, or ``KEY=VALUE`` pairs joined
+    by commas with the same keys (``dp=8,zero=3``; ``true``/``false`` for ``sp``).
+
+    >>> parse_text("dp=8,zero=full_shard,tp=2,sp=true").describe()
+    'dp=8 zero=3 tp=2 sp=true pp=1 microbatches=1 stage=0'
+    """
+    if "=" not in text:
+        return load(text)
+    doc: dict[str, Any] = {}
+    for part in text.split(","):
+        key, sep, value = (x.strip() for x in part.partition("="))
+        if not sep or not key:
+            raise ConfigError(f"{where}: expected KEY=VALUE pairs joined by commas ({', '.join(KEYS)}); "
+                              f"got {part.strip()!r}")
+        if key in doc:
+            raise ConfigError(f"{where}: {key}: given twice")
+        low = value.lower()
+        doc[key] = (low == "true") if low in ("true", "false") else \
+            int(value) if value.lstrip("-").isdigit() else value
+    return as_parallel(doc, where)
 
 
 # ---------------------------------------------------------------- files
