@@ -255,3 +255,37 @@ def test_cli_plan_with_parallel(capsys):
     out = capsys.readouterr().out
     p = Problem.build("tiny", parallel={"dp": 2, "zero": 3})
     assert "static memory" in out and str(p).splitlines()[2].strip() in out
+
+
+# ---------------------------------------------------------------- sweeps
+def test_sweep_over_parallel_settings():
+    from slackswap import experiments
+
+    df = experiments.sweep(["tiny"], ["a100-80gb"], [0.5], ["keep-all"], workers=1, progress=False, bound=False,
+                           parallel=[None, {"dp": 2, "zero": 3}, {"tp": 2, "sp": True}])
+    assert df["parallel"].tolist() == ["", '{"dp": 2, "zero": 3}', '{"sp": true, "tp": 2}']
+    one = Problem.build("tiny", budget=0.5)
+    tp = Problem.build("tiny", budget=0.5, parallel={"tp": 2, "sp": True})
+    assert df["budget_bytes"].tolist() == [one.budget_bytes, one.budget_bytes, tp.budget_bytes]
+    assert df["ideal_step_time_s"].iloc[2] == tp.ideal_step_s
+
+
+def test_sweep_file_parallel_key_checked_before_any_run():
+    from slackswap.experiments.sweepfiles import sweep_from_dict
+
+    doc = {"models": "tiny", "budgets": [0.5], "planners": ["keep-all"]}
+    cfg = sweep_from_dict({**doc, "parallel": ["llama-2-7b-fsdp-8gpu", {"tp": 2}]})
+    assert cfg["parallel"] == ["llama-2-7b-fsdp-8gpu", {"tp": 2}]
+    with pytest.raises(ConfigError, match="sweep: parallel\\[1\\]: zero: must be <= 3"):
+        sweep_from_dict({**doc, "parallel": [{"dp": 2}, {"dp": 2, "zero": 7}]})
+    with pytest.raises(ConfigError, match="sweep: parallel\\[1\\]: expected each value once"):
+        sweep_from_dict({**doc, "parallel": [{"dp": 2}, {"dp": 2}]})
+    with pytest.raises(ConfigError, match="sweep: parallel: dp: expected an integer"):
+        sweep_from_dict({**doc, "parallel": {"dp": math.inf}})
+
+
+def test_cli_compare_with_parallel(capsys):
+    assert cli.main(["compare", "--model", "tiny", "--parallel", "tp=2", "--planners", "keep-all"]) == 0
+    out = capsys.readouterr().out
+    p = Problem.build("tiny", parallel={"tp": 2})
+    assert f"({p.budget_bytes / 2**30:.2f} GiB)" in out

@@ -258,10 +258,11 @@ def _compare(args, console) -> int:
     names = _names(args.planners, "--planners")
     for n in names:
         planners.get(n)  # unknown names: one error line
-    _problem(args)  # validates model, hardware and budget up front
+    _problem(args)  # validates model, hardware, parallel setting and budget up front
     overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
+    par = _parallel(args)
     df = experiments.sweep(args.model, args.hardware, args.budget, names, overrides=overrides, link=args.link,
-                           workers=1, progress=False)
+                           workers=1, progress=False, parallel=None if par is None else (par.name or par.as_dict()))
     cols = {"label": "planner", "status": "status", "throughput_ratio": "ratio", "step_time_s": "step",
             "peak_bytes": "peak", "stall_s": "stall", "recompute_s": "recompute", "swapped_bytes": "swapped",
             "n_keep": "keep", "n_swap": "swap", "n_recompute": "recomp.", "gap_to_bound": "gap to bound",
@@ -293,7 +294,8 @@ def _load_sweep_checked(args) -> None:
     try:
         cfg = experiments.load_sweep(args.config, max_runs=args.max_runs)
         experiments.grid(cfg["models"], cfg["hardware"], cfg["budgets"], cfg["planners"], overrides=cfg["overrides"],
-                         planner_params=cfg["planner_params"], link=cfg["link"], max_runs=args.max_runs)
+                         planner_params=cfg["planner_params"], link=cfg["link"], max_runs=args.max_runs,
+                         parallel=cfg["parallel"])
         for _, name, params in experiments.variants(cfg["planners"], cfg["planner_params"]):
             planners.get(name, **params)   # unknown names and bad parameters: before any run
     except SlackSwapError:
