@@ -289,3 +289,10 @@ def test_cli_compare_with_parallel(capsys):
     out = capsys.readouterr().out
     p = Problem.build("tiny", parallel={"tp": 2})
     assert f"({p.budget_bytes / 2**30:.2f} GiB)" in out
+
+
+def test_problem_carries_its_setting():
+    p = Problem.build("tiny", parallel="llama-2-7b-fsdp-8gpu")
+    assert p.parallel.dp == 8 and p.summary()["parallel"] == p.parallel.describe()
+    assert "parallel: dp=8 zero=3 tp=1 sp=false pp=1 microbatches=1 stage=0" in str(p)
+    assert Problem.build("tiny", parallel={}).parallel is None and "parallel" not in Problem.build("tiny").summary()

@@ -45,6 +45,9 @@ class Problem:
     hardware: Any = None
     keep_all_peak: int = field(kw_only=True, repr=False)
     min_feasible_bytes: int = field(kw_only=True, repr=False)
+    #: the parallel setting the graph was built under (``models.Parallel``; None: one GPU, also
+    #: for the default setting, which builds the one-GPU problem)
+    parallel: Any = field(default=None, kw_only=True, repr=False)
 
     def __post_init__(self):
         self.costs.check(self.graph)
@@ -93,7 +96,8 @@ class Problem:
         cm = costs_mod.build(graph, hw, mode=cost_mode, profile=profile)
         peak = keep_all_peak_of(graph, cm)   # measured here and passed in: Problem holds data
         p = cls(graph, cm, resolve_budget(budget, peak), hw, keep_all_peak=peak,
-                min_feasible_bytes=memory_floor(graph)[0])
+                min_feasible_bytes=memory_floor(graph)[0],
+                parallel=None if parallel is None or parallel.is_default else parallel)
         for text in p.memory_warnings:
             warnings.warn(text, CapacityWarning, stacklevel=2)
         return p
@@ -164,7 +168,8 @@ class Problem:
                 "planning_tensors": len(self.planning_ids), "saved_bytes": self.graph.saved_bytes(),
                 "keep_all_peak_bytes": self.keep_all_peak, "min_feasible_bytes": self.min_feasible_bytes,
                 "budget_bytes": self.budget_bytes, "budget_fraction": self.budget_fraction,
-                "ideal_step_s": self.ideal_step_s, "static_bytes": self.static_bytes}
+                "ideal_step_s": self.ideal_step_s, "static_bytes": self.static_bytes,
+                **({"parallel": self.parallel.describe()} if self.parallel is not None else {})}
 
     def __str__(self) -> str:
         s = self.summary()
@@ -174,6 +179,8 @@ class Problem:
                 f"{format_bytes(s['min_feasible_bytes'])}, budget {format_bytes(s['budget_bytes'])} "
                 f"({s['budget_fraction']:.0%})\n"
                 f"  ideal step {format_seconds(s['ideal_step_s'])}, static memory {format_bytes(s['static_bytes'])}"
+                + (f"\n  parallel: {s['parallel']} (one micro-batch on one GPU of stage {self.parallel.stage})"
+                   if "parallel" in s else "")
                 + "".join(f"\n  WARNING: {w}" for w in self.memory_warnings))
 
 
