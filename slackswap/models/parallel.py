@@ -40,7 +40,7 @@ else:  # pragma: no cover
 
 #: The keys of a parallel setting, the same in a dict, a TOML table and on the CLI.
 KEYS = ("dp", "zero", "tp", "sp", "pp", "microbatches", "schedule", "stage", "optimizer_bytes")
-#: PyTorch FSDP sharding strategies and the ZeRO stage each one is (Zhao et al. 2023, Sec. 3.2).
+#: PyTorch FSDP sharding strategies and the ZeRO stage each one is (Zhao et al. 2023).
 FSDP_STAGES = {"no_shard": 0, "shard_grad_op": 2, "full_shard": 3}
 SCHEDULES = ("1f1b",)
 #: Ring collectives over t GPUs: each GPU sends ``factor * (t - 1) / t`` times the full tensor
