@@ -185,7 +185,7 @@ def _per_layer(g) -> dict:
     ({"pp": 2, "stage": 2}, "parallel: stage: must be in 0 .. pp - 1 = 1; got 2"),
     ({"sp": True}, "parallel: sp: sequence parallelism needs tp > 1"),
     ({"zero": 3}, "parallel: zero: stage 3 shards over dp; needs dp > 1"),
-    ({"zero": 4, "dp": 2}, "parallel: zero: must be <= 3 or must be one of"),
+    ({"zero": 4, "dp": 2}, "parallel: zero: expected a ZeRO stage 0, 1, 2 or 3, or one of 'no_shard', 'shard_grad_op', 'full_shard'; got 4"),
     ({"dp": math.nan}, "parallel: dp: expected an integer"),
     ({"dp": True}, "parallel: dp: expected an integer"),
     ({"dp": 0}, "parallel: dp: must be >= 1; got 0"),
@@ -231,7 +231,7 @@ def test_file_errors_name_the_file_and_key(tmp_path):
 
 
 @pytest.mark.parametrize("text, match", [
-    ("dp=8,zero=9", "--parallel: zero: must be <= 3"),
+    ("dp=8,zero=9", "--parallel: zero: expected a ZeRO stage 0, 1, 2 or 3"),
     ("dp=8,dp=4", "--parallel: dp: given twice"),
     ("dp8", "unknown parallel setting 'dp8'"),
     ("dp=8,", "--parallel: expected KEY=VALUE pairs"),
@@ -276,7 +276,7 @@ def test_sweep_file_parallel_key_checked_before_any_run():
     doc = {"models": "tiny", "budgets": [0.5], "planners": ["keep-all"]}
     cfg = sweep_from_dict({**doc, "parallel": ["llama-2-7b-fsdp-8gpu", {"tp": 2}]})
     assert cfg["parallel"] == ["llama-2-7b-fsdp-8gpu", {"tp": 2}]
-    with pytest.raises(ConfigError, match="sweep: parallel\\[1\\]: zero: must be <= 3"):
+    with pytest.raises(ConfigError, match="sweep: parallel\\[1\\]: zero: expected a ZeRO stage"):
         sweep_from_dict({**doc, "parallel": [{"dp": 2}, {"dp": 2, "zero": 7}]})
     with pytest.raises(ConfigError, match="sweep: parallel\\[1\\]: expected each value once"):
         sweep_from_dict({**doc, "parallel": [{"dp": 2}, {"dp": 2}]})
@@ -296,3 +296,29 @@ def test_problem_carries_its_setting():
     assert p.parallel.dp == 8 and p.summary()["parallel"] == p.parallel.describe()
     assert "parallel: dp=8 zero=3 tp=1 sp=false pp=1 microbatches=1 stage=0" in str(p)
     assert Problem.build("tiny", parallel={}).parallel is None and "parallel" not in Problem.build("tiny").summary()
+
+
+def test_settings_only_for_models_the_builder_shards():
+    g = models.build("tiny")
+    with pytest.raises(ParameterError, match="Problem.build\\(parallel\\): a Graph is already one GPU's graph"):
+        Problem.build(g, parallel={"dp": 2})
+    with pytest.raises(ConfigError, match="parallel: a traced model \\('hf:tiny-gpt2'\\) is one GPU's graph"):
+        models.build("hf:tiny-gpt2", parallel={"tp": 2})
+    Problem.build(g, parallel=None)   # no setting: as before
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("sp", "yes", "sp: expected true or false; got 'yes'"),
+    ("zero", True, "zero: expected a ZeRO stage 0, 1, 2 or 3, or one of .no_shard., .shard_grad_op., .full_shard.; got True"),
+    ("microbatches", 2.5, "microbatches: expected an integer"),
+    ("stage", -1, "stage: must be >= 0; got -1"),
+])
+def test_malformed_values_of_each_key(key, value, match):
+    with pytest.raises(ConfigError, match=match) as e:
+        Parallel(**{key: value})
+    assert str(e.value).startswith("parallel: ") and "\n" not in str(e.value)
+
+
+def test_cli_robustness_sweep_refuses_parallel(capsys):
+    assert cli.main(["robustness", "--sweep", "data/sweeps/slack_margin.toml", "--parallel", "dp=2"]) == 2
+    assert "expected no --parallel with a sweep file" in capsys.readouterr().err

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from ..core.errors import ConfigError, UnknownNameError
 from ..core.paths import data_dir, user_path
@@ -71,11 +72,21 @@ _HELP = {
 Positive = Annotated[int, Field(ge=1)]
 
 
+def _zero_stage(value):
+    """A ZeRO stage 0-3 or an FSDP sharding strategy's name (``FSDP_STAGES``), as the stage."""
+    if isinstance(value, str) and value in FSDP_STAGES:
+        return FSDP_STAGES[value]
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 3:
+        return value
+    raise PydanticCustomError("zero", "expected a ZeRO stage 0, 1, 2 or 3, or one of {names}",
+                              {"names": ", ".join(repr(k) for k in FSDP_STAGES)})
+
+
 class ParallelSchema(Schema):
     """The declared types and ranges of every key, and the checks between keys."""
 
     dp: Positive = 1
-    zero: Annotated[int, Field(ge=0, le=3)] | Literal[tuple(FSDP_STAGES)] = 0
+    zero: Annotated[Any, BeforeValidator(_zero_stage)] = 0
     tp: Positive = 1
     sp: bool = False
     pp: Positive = 1
@@ -88,7 +99,7 @@ class ParallelSchema(Schema):
     def _consistent(self):
         if self.sp and self.tp == 1:
             raise ValueError("sp: sequence parallelism needs tp > 1; got sp = true with tp = 1")
-        if self.zero not in (0, "no_shard") and self.dp == 1:
+        if self.zero and self.dp == 1:
             raise ValueError(f"zero: stage {self.zero} shards over dp; needs dp > 1, got dp = 1")
         mb = self.pp if self.microbatches is None else self.microbatches
         if mb < self.pp:
@@ -133,8 +144,7 @@ class Parallel:
 
     def __post_init__(self):
         doc = parse(ParallelSchema, {k: getattr(self, k) for k in KEYS}, "parallel")
-        zero = FSDP_STAGES[doc.zero] if isinstance(doc.zero, str) else doc.zero
-        object.__setattr__(self, "zero", zero)
+        object.__setattr__(self, "zero", doc.zero)
         if self.microbatches is None:
             object.__setattr__(self, "microbatches", self.pp)
 
