@@ -322,3 +322,11 @@ def test_malformed_values_of_each_key(key, value, match):
 def test_cli_robustness_sweep_refuses_parallel(capsys):
     assert cli.main(["robustness", "--sweep", "data/sweeps/slack_margin.toml", "--parallel", "dp=2"]) == 2
     assert "expected no --parallel with a sweep file" in capsys.readouterr().err
+
+
+def test_cli_compare_with_a_parallel_file(capsys, tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text('name = "mine"\ntp = 2\n[sources]\ntp = "our test setting"\n')
+    assert cli.main(["compare", "--model", "tiny", "--parallel", str(f), "--planners", "keep-all"]) == 0
+    p = Problem.build("tiny", parallel=str(f))
+    assert p.parallel.tp == 2 and f"({p.budget_bytes / 2**30:.2f} GiB)" in capsys.readouterr().out

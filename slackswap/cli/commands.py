@@ -261,9 +261,10 @@ def _compare(args, console) -> int:
         planners.get(n)  # unknown names: one error line
     _problem(args)  # validates model, hardware, parallel setting and budget up front
     overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
-    par = _parallel(args)
+    par = _parallel(args)   # a preset name or .toml path as given (the rows name it), else the keys
+    par = par if par is None else args.parallel if "=" not in args.parallel else par.as_dict()
     df = experiments.sweep(args.model, args.hardware, args.budget, names, overrides=overrides, link=args.link,
-                           workers=1, progress=False, parallel=None if par is None else (par.name or par.as_dict()))
+                           workers=1, progress=False, parallel=par)
     cols = {"label": "planner", "status": "status", "throughput_ratio": "ratio", "step_time_s": "step",
             "peak_bytes": "peak", "stall_s": "stall", "recompute_s": "recompute", "swapped_bytes": "swapped",
             "n_keep": "keep", "n_swap": "swap", "n_recompute": "recomp.", "gap_to_bound": "gap to bound",
