@@ -129,7 +129,10 @@ class _Transformer:
         are the bytes one GPU sends (ring algorithms). ``out_bytes`` = 0 makes the output an
         empty marker: the collective works in place (all-reduce) or is the identity."""
         t = self.t
-        vol = lambda names: float(sum(COLLECTIVES[c] * (t - 1) * nbytes // t for c in names))  # noqa: E731
+
+        def vol(names) -> float:
+            return float(sum(COLLECTIVES[c] * (t - 1) * nbytes // t for c in names))
+
         g = self.g
         oid = len(g.ops)
         tid = len(g.tensors)
