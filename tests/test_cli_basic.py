@@ -24,6 +24,7 @@ def test_hardware_lists_presets(capsys):
     for name in hardware.available() + hardware.available_links():
         assert name in out
     assert "312 TFLOP/s" in out and "25.0 GB/s" in out
+    assert "GPU-GPU" in out and "300.0 GB/s" in out and "450.0 GB/s" in out
 
 
 def test_graph_tiny(capsys):

@@ -17,7 +17,7 @@ import slackswap
 EXAMPLES = {
     "slackswap.experiments.runs": 5, "slackswap.experiments.gaps": 3, "slackswap.core.graph": 3, "slackswap.core.hardware": 6,
     "slackswap.mip.model": 4, "slackswap.models": 4, "slackswap.models.spec": 3,
-    "slackswap.models.transformer": 3, "slackswap.models.presets": 2, "slackswap.planners.base": 3,
+    "slackswap.models.transformer": 3, "slackswap.models.parallel": 3, "slackswap.models.presets": 2, "slackswap.planners.base": 3,
     "slackswap.planners.dp": 1, "slackswap.planners.milp.milp_planner": 2,
     "slackswap.planners.slack.slack_planner": 4, "slackswap.core.profile": 3, "slackswap.experiments.runcache": 3,
     "slackswap.core.schema": 2, "slackswap.experiments.synthetic": 7, "slackswap.torch.executor": 9,

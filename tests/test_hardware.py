@@ -35,7 +35,7 @@ def test_preset_loads_in_range_with_sources(name):
     assert 0 < lk.d2h_bytes_per_s <= lk.theoretical_bytes_per_s
     assert 0 < lk.h2d_bytes_per_s <= lk.theoretical_bytes_per_s
     assert 0 < lk.latency_s <= 1e-4 and 0 < lk.duplex_factor <= 1
-    assert sorted(g.sources) == sorted(GPU_NUMBERS)
+    assert sorted(g.sources) == sorted(GPU_NUMBERS + (["p2p_bandwidth"] if g.p2p_bytes_per_s else []))
     assert sorted(lk.sources) == sorted(LINK_NUMBERS)
     assert all(isinstance(s, str) and len(s) > 10 for s in [*g.sources.values(), *lk.sources.values()])
 

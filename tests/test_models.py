@@ -345,4 +345,5 @@ def test_hf_bad_configs(edit, field):
 
 
 def test_models_namespace():
-    assert set(models.__all__) == {"TransformerSpec", "build", "load", "available", "from_hf_config", "spec"}
+    assert set(models.__all__) == {"TransformerSpec", "build", "load", "available", "from_hf_config", "spec",
+                                   "Parallel", "as_parallel"}

@@ -28,6 +28,7 @@ the plan on the nominal problem (the ``slack`` planner's ``margin`` parameter do
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import time
 from dataclasses import replace
@@ -189,7 +190,8 @@ def robustness_sweep(path, noise=(0.0, 0.1, 0.2, 0.3), samples: int = 50, seed: 
                      correlation: float = 0.5, engines=ENGINES, max_samples: int = MAX_SAMPLES):
     """``robustness_table`` for every (model, hardware, budget) of a sweep file and its planner
     variants (``data/sweeps/slack_margin.toml``: the margin ablation). Adds the setting columns
-    ``model``, ``hardware``, ``budget`` in front. Links and overrides of the file apply."""
+    ``model``, ``hardware``, ``budget`` in front (and ``parallel`` when the file gives one). Links,
+    overrides and parallel settings of the file apply."""
     import pandas as pd  # lazy: start-up cost (pandas)
 
 
@@ -199,13 +201,16 @@ def robustness_sweep(path, noise=(0.0, 0.1, 0.2, 0.3), samples: int = 50, seed: 
     hws = cfg["hardware"] if isinstance(cfg["hardware"], list) else [cfg["hardware"]]
     links = cfg["link"] if isinstance(cfg["link"], list) else [cfg["link"]]
     ovs = cfg["overrides"] if isinstance(cfg["overrides"], list) else [cfg["overrides"] or {}]
+    pars = cfg["parallel"] if isinstance(cfg["parallel"], list) else [cfg["parallel"]]
     frames = []
-    for model, hw, link, ov in itertools.product(cfg["models"], hws, links, ovs):
-        base = Problem.build(model, hw_mod.load(hw, link=link), None, **ov)
+    for model, hw, link, ov, par in itertools.product(cfg["models"], hws, links, ovs, pars):
+        base = Problem.build(model, hw_mod.load(hw, link=link), None, parallel=par, **ov)
         for b in cfg["budgets"]:
             df = robustness_table(base.with_budget(b), var, noise, samples, seed, correlation, engines,
                                   max_samples)
             df.insert(0, "budget", b)
+            if par is not None:   # only sweeps over parallel settings have the column
+                df.insert(0, "parallel", par if isinstance(par, str) else json.dumps(par, sort_keys=True))
             df.insert(0, "link", link or base.hardware.link.name)
             df.insert(0, "hardware", hw)
             df.insert(0, "model", model)

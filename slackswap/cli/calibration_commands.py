@@ -246,7 +246,7 @@ def _robustness(args, console) -> int:
               engines=args.engines, max_samples=MAX_SAMPLES if args.max_samples is None else args.max_samples)
     check_robustness(**kw)
     if args.sweep:
-        given = [f"--{k}" for k in ("model", "planners", "link", "seq", "batch", "attention")
+        given = [f"--{k}" for k in ("model", "planners", "link", "seq", "batch", "attention", "parallel")
                  if getattr(args, k) is not None]
         if given:
             raise SlackSwapError(f"robustness: --sweep: expected no {', '.join(given)} with a sweep file (the file "

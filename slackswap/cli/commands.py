@@ -24,6 +24,8 @@ from .common import (
     _check_outputs,
     _df_table,
     _max_ops_arg,
+    _parallel,
+    _parallel_arg,
     _param,
     _positive_int,
     _problem,
@@ -75,14 +77,15 @@ def _models(args, console) -> int:
 def _hardware(args, console) -> int:
     from ..core import hardware  # lazy: start-up cost of the command line
 
-    cols = ["name", "GPU", "peak bf16", "HBM", "memory", "link", "d2h", "h2d", "latency"]
+    cols = ["name", "GPU", "peak bf16", "HBM", "memory", "GPU-GPU", "link", "d2h", "h2d", "latency"]
     t = _table("Hardware presets (data/hardware)", cols, set(cols) - {"name", "GPU", "link"})
     for name in hardware.available():
         hw = hardware.load(name)
         g, lk = hw.gpu, hw.link
         t.add_row(name, g.name, f"{g.peak('bf16') / 1e12:.0f} TFLOP/s", f"{g.hbm_bytes_per_s / 1e12:.2f} TB/s",
-                  format_bytes(g.memory_bytes), lk.name, format_rate(lk.d2h_bytes_per_s),
-                  format_rate(lk.h2d_bytes_per_s), format_seconds(lk.latency_s))
+                  format_bytes(g.memory_bytes), format_rate(g.p2p_bytes_per_s) if g.p2p_bytes_per_s else "-",
+                  lk.name, format_rate(lk.d2h_bytes_per_s), format_rate(lk.h2d_bytes_per_s),
+                  format_seconds(lk.latency_s))
     print_table(console, t)
     console.print(f"link presets: {', '.join(hardware.available_links())}")
     return 0
@@ -116,6 +119,7 @@ def _graph_args(p: argparse.ArgumentParser) -> None:
                    help="what the backward keeps: fused kernels or HuggingFace transformers (docs/models.md)")
     p.add_argument("--hardware", metavar="NAME", help="add analytical times on this hardware preset "
                                                       "(its GPU memory is checked; default a100-80gb)")
+    _parallel_arg(p)
     _max_ops_arg(p)
 
 
@@ -125,7 +129,7 @@ def _graph(args, console) -> int:
     from ..core import costs, hardware  # lazy: start-up cost of the command line
 
     overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
-    g = models.build(args.model, max_ops=args.max_ops, **overrides)
+    g = models.build(args.model, max_ops=args.max_ops, parallel=_parallel(args), **overrides)
     cm = costs.analytical(g, hardware.load(args.hardware)) if args.hardware else None
     saved = {t.id for t in g.planning_tensors()}
     rows: dict[str, list] = {}
@@ -255,10 +259,12 @@ def _compare(args, console) -> int:
     names = _names(args.planners, "--planners")
     for n in names:
         planners.get(n)  # unknown names: one error line
-    _problem(args)  # validates model, hardware and budget up front
+    _problem(args)  # validates model, hardware, parallel setting and budget up front
     overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
+    par = _parallel(args)   # a preset name or .toml path as given (the rows name it), else the keys
+    par = par if par is None else args.parallel if "=" not in args.parallel else par.as_dict()
     df = experiments.sweep(args.model, args.hardware, args.budget, names, overrides=overrides, link=args.link,
-                           workers=1, progress=False)
+                           workers=1, progress=False, parallel=par)
     cols = {"label": "planner", "status": "status", "throughput_ratio": "ratio", "step_time_s": "step",
             "peak_bytes": "peak", "stall_s": "stall", "recompute_s": "recompute", "swapped_bytes": "swapped",
             "n_keep": "keep", "n_swap": "swap", "n_recompute": "recomp.", "gap_to_bound": "gap to bound",
@@ -290,7 +296,8 @@ def _load_sweep_checked(args) -> None:
     try:
         cfg = experiments.load_sweep(args.config, max_runs=args.max_runs)
         experiments.grid(cfg["models"], cfg["hardware"], cfg["budgets"], cfg["planners"], overrides=cfg["overrides"],
-                         planner_params=cfg["planner_params"], link=cfg["link"], max_runs=args.max_runs)
+                         planner_params=cfg["planner_params"], link=cfg["link"], max_runs=args.max_runs,
+                         parallel=cfg["parallel"])
         for _, name, params in experiments.variants(cfg["planners"], cfg["planner_params"]):
             planners.get(name, **params)   # unknown names and bad parameters: before any run
     except SlackSwapError:

@@ -148,7 +148,24 @@ def _problem_args(p: argparse.ArgumentParser, model_required: bool = True) -> No
     p.add_argument("--attention", choices=("flash", "eager"), help="attention implementation override")
     p.add_argument("--implementation", choices=("fused", "hf"),
                    help="saved-tensor accounting override: fused kernels or HuggingFace transformers")
+    _parallel_arg(p)
     _max_ops_arg(p)
+
+
+def _parallel_arg(p) -> None:
+    p.add_argument("--parallel", metavar="SETTING",
+                   help="how the step is spread over GPUs: a data/parallel preset, a .toml file or "
+                        "KEY=VALUE pairs (dp, zero, tp, sp, pp, microbatches, schedule, stage, "
+                        "optimizer_bytes), e.g. dp=8,zero=3 (docs/parallel.md)")
+
+
+def _parallel(args):
+    """The ``--parallel`` setting of ``args`` (None when not given), checked now."""
+    if getattr(args, "parallel", None) is None:
+        return None
+    from ..models.parallel import parse_text  # lazy: start-up cost of the command line
+
+    return parse_text(args.parallel)
 
 
 def _problem(args):
@@ -157,7 +174,7 @@ def _problem(args):
 
     overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
     return Problem.build(args.model, hardware.load(args.hardware, link=args.link), args.budget,
-                         max_ops=args.max_ops, **overrides)
+                         max_ops=args.max_ops, parallel=_parallel(args), **overrides)
 
 
 def _df_table(title: str, df, floatfmt: str = ".4f"):

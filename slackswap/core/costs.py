@@ -19,7 +19,7 @@ from .costmodel import (  # noqa: F401 - the cost model's types and helpers, re-
     optimizer_seconds,
     transfer_seconds,
 )
-from .errors import SlackSwapError
+from .errors import ConfigError, SlackSwapError
 from .graph import Graph
 from .profile import Profile
 from .profile import read as read_profile
@@ -54,7 +54,9 @@ def op_seconds(graph: Graph, hardware, dtype: str | None = None):
       efficiency for k in ``TENSOR_CORE_KINDS``; for every other kind ``F / peak["fp32"]``
       (CUDA cores, efficiency 1: it almost never binds);
     * memory ``= B / (hbm * eff_mem(B))``;
-    * time ``= max(compute, memory)`` (a kernel overlaps its loads with its math).
+    * time ``= max(compute, memory)`` (a kernel overlaps its loads with its math);
+    * kind ``"comm"`` (tensor-parallel collectives, docs/parallel.md): ``B / p2p`` with B the
+      bytes one GPU sends and p2p the GPU's ``p2p_bytes_per_s`` (a ``ConfigError`` without it).
     """
     gpu = hardware.gpu
     dtype = dtype or getattr(graph.spec, "dtype", None) or "bf16"
@@ -71,7 +73,22 @@ def op_seconds(graph: Graph, hardware, dtype: str | None = None):
         compute = np.where(is_mm | is_at, flops / (peak * eff), flops / vector_peak)
         memory = nbytes / (gpu.hbm_bytes_per_s * gpu.memory_efficiency(nbytes))
         out.append(np.maximum(compute, memory))
+    is_comm = kinds == "comm"
+    if is_comm.any():   # collectives: the bytes one GPU sends over the GPU-to-GPU link
+        bw = _p2p_bandwidth(graph, hardware)
+        for i, by in ((0, "fwd_bytes"), (1, "bwd_bytes")):
+            nbytes = np.array([getattr(op, by) for op in graph.ops], dtype=float)
+            out[i] = np.where(is_comm, nbytes / bw, out[i])
     return out[0], out[1]
+
+
+def _p2p_bandwidth(graph: Graph, hardware) -> float:
+    bw = getattr(hardware.gpu, "p2p_bytes_per_s", None)
+    if not bw:
+        raise ConfigError(f"hardware {getattr(hardware, 'name', hardware.gpu.name)}: gpu.p2p_bandwidth: not "
+                          f"given, and the graph {graph.name!r} has tensor-parallel communication (tp > 1); "
+                          "give the GPU-to-GPU bandwidth in the hardware file (docs/hardware.md) or use tp = 1")
+    return float(bw)
 
 
 def analytical(graph: Graph, hardware, dtype: str | None = None,

@@ -93,6 +93,9 @@ class Gpu:
     attention_efficiency: Efficiency
     memory_efficiency: Efficiency
     sources: dict = field(default_factory=dict, hash=False, compare=False)
+    #: GPU-to-GPU bandwidth per direction (NVLink), bytes/s; None when the GPU has none given
+    #: (then a tensor-parallel graph is refused: docs/parallel.md)
+    p2p_bytes_per_s: float | None = None
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for ``dtype`` (one of ``DTYPES``)."""
@@ -229,6 +232,7 @@ class GpuTable(Schema):
     hbm_bandwidth: Rate
     memory: Positive
     efficiency: Efficiencies
+    p2p_bandwidth: Rate | None = None
 
 
 class LinkTable(Schema):
@@ -302,7 +306,7 @@ def hardware_from_dict(table, where: str = "hardware", default_name: str = "cust
            for v in [getattr(g.efficiency, k)]}
     peak = {k: v for k, v in g.peak.model_dump().items() if v is not None}
     gpu = Gpu(g.name, peak, g.hbm_bandwidth, g.memory, eff["matmul"], eff["attention"], eff["memory"],
-              {k[4:]: v for k, v in sources.items() if k.startswith("gpu.")})
+              {k[4:]: v for k, v in sources.items() if k.startswith("gpu.")}, g.p2p_bandwidth)
     if isinstance(doc.link, str):
         try:
             the_link = load_link(doc.link)

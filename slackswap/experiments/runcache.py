@@ -96,9 +96,13 @@ def resolve(model, hardware, link, overrides: dict):
     return models.spec(model, **(overrides or {})), load_hardware(hardware, link)
 
 
-def setting_digest(spec, hw) -> str:
-    """The content of one problem without a budget: model spec, hardware with its link, cost mode."""
-    return digest({"spec": spec, "hardware": hw, "cost_mode": COST_MODE})
+def setting_digest(spec, hw, parallel=None) -> str:
+    """The content of one problem without a budget: model spec, hardware with its link, cost mode
+    and the parallel setting (a ``Parallel``; None, one GPU, adds nothing)."""
+    doc = {"spec": spec, "hardware": hw, "cost_mode": COST_MODE}
+    if parallel is not None:
+        doc["parallel"] = parallel.as_dict()
+    return digest(doc)
 
 
 def code_digest() -> str:

@@ -1,6 +1,6 @@
 """Experiments: sweep grids of settings into one tidy pandas DataFrame (docs/experiments.md).
 
-One **run** = (model, hardware, link, spec overrides, budget, planner variant): build the
+One **run** = (model, hardware, link, spec overrides, parallel setting, budget, planner variant): build the
 ``Problem``, plan it, judge the plan with ``timeline.simulate``, and flatten everything into one
 ``RunRow`` (``dataclasses.asdict``; STYLE.md 4, after Calculon's one-CSV-row-per-execution).
 Runs are independent, so any ``concurrent.futures.Executor`` runs them (processes by default; a
@@ -37,6 +37,7 @@ from ..core.limits import parse_time_limit
 from ..core.paths import user_path
 from ..core.plan import Decision, Status
 from ..core.schema import check_type
+from ..models import as_parallel
 from ..timeline import simulate
 from ..timeline.problem import Problem
 from . import runcache
@@ -44,7 +45,7 @@ from . import runcache
 WALL_COLUMNS = ("solve_s",)
 """Columns that measure wall time: they differ between two otherwise identical sweeps."""
 
-SETTING_COLUMNS = ("model", "hardware", "link", "overrides", "budget")
+SETTING_COLUMNS = ("model", "hardware", "link", "overrides", "parallel", "budget")
 """Columns that identify one setting (a problem); planners are compared within a setting."""
 
 MAX_RUNS = 10_000
@@ -65,6 +66,7 @@ class RunSpec:
     params: dict = field(default_factory=dict)
     overrides: dict = field(default_factory=dict)
     bound: bool | dict = True
+    parallel: str | dict | None = None
 
     def key(self) -> str:
         """The cache key: these settings, the content of the model spec, hardware and link they
@@ -74,6 +76,14 @@ class RunSpec:
     def resolve(self):
         """``(TransformerSpec, Hardware)`` of this run, read from the files now."""
         return runcache.resolve(self.model, self.hardware, self.link, self.overrides)
+
+    def resolve_parallel(self):
+        """The ``Parallel`` of this run (a preset file is read now), or None (one GPU)."""
+        return as_parallel(self.parallel, "parallel")
+
+    def setting(self) -> str:
+        """The content digest of this run's problem without a budget (``runcache.setting_digest``)."""
+        return runcache.setting_digest(*self.resolve(), self.resolve_parallel())
 
 
 @dataclass
@@ -89,6 +99,7 @@ class RunRow:
     label: str
     params: str
     overrides: str
+    parallel: str = ""
     status: str = "ERROR"
     message: str = ""
     solve_s: float = math.nan
@@ -126,14 +137,15 @@ def _base_problem(spec: RunSpec):
     hardware or link file is never served from this process's memory."""
 
     tspec, hw = spec.resolve()
-    key = runcache.setting_digest(tspec, hw)
+    par = spec.resolve_parallel()
+    key = runcache.setting_digest(tspec, hw, par)
     if key in _PROBLEMS:
         _PROBLEMS.move_to_end(key)
     else:
         with warnings.catch_warnings():   # a run reports it in its row (column ``warning``)
             warnings.simplefilter("ignore", CapacityWarning)
             model = tspec.build() if isinstance(tspec, runcache.TracedModel) else tspec
-            _PROBLEMS[key] = Problem.build(model, hw, budget=None, cost_mode=runcache.COST_MODE)
+            _PROBLEMS[key] = Problem.build(model, hw, budget=None, cost_mode=runcache.COST_MODE, parallel=par)
         while len(_PROBLEMS) > _PROBLEMS_MAX:
             _PROBLEMS.popitem(last=False)
     return key, _PROBLEMS[key]
@@ -177,6 +189,12 @@ def _bound(setting: str, budget_bytes: float, kwargs_json: str = "{}"):
     return float(seconds), str(how)
 
 
+def _parallel_name(parallel) -> str:
+    if parallel is None:
+        return ""
+    return parallel if isinstance(parallel, str) else json.dumps(parallel, sort_keys=True)
+
+
 def _link_name(link) -> str:
     if link is None:
         return ""
@@ -190,7 +208,7 @@ def _settings_row(spec: RunSpec) -> RunRow:
     row = RunRow(model=spec.model, hardware=spec.hardware, link=_link_name(spec.link), budget=math.nan,
                  budget_bytes=math.nan, planner=spec.planner, label=spec.label,
                  params=json.dumps(spec.params, sort_keys=True), overrides=json.dumps(spec.overrides, sort_keys=True),
-                 version=__version__)
+                 parallel=_parallel_name(spec.parallel), version=__version__)
     if isinstance(spec.budget, float):
         row.budget = round(spec.budget, 6)
     if spec.link is None:
@@ -357,11 +375,12 @@ def variants(planners, planner_params=None) -> list[tuple[str, str, dict]]:
     return out
 
 
-def count_runs(models, hardware, budgets, planners, *, overrides=None, planner_params=None, link=None) -> int:
+def count_runs(models, hardware, budgets, planners, *, overrides=None, planner_params=None, link=None,
+               parallel=None) -> int:
     """How many runs ``grid`` of these arguments has, without building it."""
     n = len(variants(planners, planner_params))
     for x, what in ((models, "models"), (hardware, "hardware"), (link, "link"), (overrides, "overrides"),
-                    (budgets, "budgets")):
+                    (parallel, "parallel"), (budgets, "budgets")):
         n *= len(_as_list(x, what))
     return n
 
@@ -392,33 +411,41 @@ def check_runs(n: int, max_runs: int | None, what: str = "sweep") -> None:
 
 
 def grid(models, hardware, budgets, planners, *, overrides=None, planner_params=None, link=None,
-         bound=True, max_runs: int | None = MAX_RUNS) -> list[RunSpec]:
+         bound=True, max_runs: int | None = MAX_RUNS, parallel=None) -> list[RunSpec]:
     """Every run of a sweep, in the sweep's (deterministic) order: model, hardware, link,
-    overrides, budget, planner variant. More than ``max_runs`` runs raise ``ConfigError``, and so
-    does a value given twice in one axis (``models``, ``hardware``, ``link``, ``overrides``,
-    ``budgets``, ``planners``), naming it, before anything else is checked."""
+    overrides, parallel setting, budget, planner variant. More than ``max_runs`` runs raise
+    ``ConfigError``, and so does a value given twice in one axis (``models``, ``hardware``,
+    ``link``, ``overrides``, ``parallel``, ``budgets``, ``planners``), naming it, before anything
+    else is checked; so does a parallel setting that is not one (docs/parallel.md)."""
     for axis, values in (("models", models), ("hardware", hardware), ("link", link), ("overrides", overrides),
-                         ("budgets", budgets), ("planners", planners)):
+                         ("parallel", parallel), ("budgets", budgets), ("planners", planners)):
         each_once(values, axis, "sweep")
     check_runs(count_runs(models, hardware, budgets, planners, overrides=overrides,
-                          planner_params=planner_params, link=link), max_runs)
+                          planner_params=planner_params, link=link, parallel=parallel), max_runs)
     vs = variants(planners, planner_params)
     for i, ov in enumerate(_as_list(overrides, "overrides")):
         if ov is not None and not isinstance(ov, dict):
             raise ConfigError(f"overrides[{i}]: expected a dict of TransformerSpec fields; got {ov!r}")
-    return [RunSpec(m, h, lk, b, name, label, params, dict(ov or {}), bound)
-            for m, h, lk, ov, b in itertools.product(_as_list(models, "models"), _as_list(hardware, "hardware"),
-                                                    _as_list(link, "link"), _as_list(overrides, "overrides"),
-                                                    _as_list(budgets, "budgets"))
+    pars = _as_list(parallel, "parallel")
+    for i, p in enumerate(pars):
+        if p is not None and not isinstance(p, (str, dict)):
+            raise ConfigError(f"parallel[{i}]: expected a dict of parallel keys or a preset name; got {p!r}")
+        as_parallel(p, f"parallel[{i}]" if isinstance(parallel, (list, tuple)) else "parallel")
+    return [RunSpec(m, h, lk, b, name, label, params, dict(ov or {}), bound, p)
+            for m, h, lk, ov, p, b in itertools.product(_as_list(models, "models"), _as_list(hardware, "hardware"),
+                                                       _as_list(link, "link"), _as_list(overrides, "overrides"),
+                                                       pars, _as_list(budgets, "budgets"))
             for label, name, params in vs]
 
 
 def sweep(models, hardware, budgets, planners, *, overrides=None, planner_params=None, link=None,
           executor: cf.Executor | None = None, workers: int = 2, cache=None, progress: bool = True,
-          bound: bool = True, on_row=None, max_runs: int | None = MAX_RUNS):
-    """Run the grid ``models x hardware x link x overrides x budgets x planner variants``.
+          bound: bool = True, on_row=None, max_runs: int | None = MAX_RUNS, parallel=None):
+    """Run the grid ``models x hardware x link x overrides x parallel x budgets x planner variants``.
 
     ``overrides``: a dict (or list of dicts) of spec overrides (seq, batch, attention, layers ...).
+    ``parallel``: a parallel setting (a dict of its keys or a ``data/parallel`` preset name) or a
+    list of them (None: one GPU; docs/parallel.md).
     ``planner_params``: dict name -> params, or a list of ``(label, name, params)`` variants.
     ``link``: link preset name(s) or dict(s) of ``Hardware.with_link`` changes (None: the preset's).
     ``executor``: any ``concurrent.futures.Executor`` (e.g. ``distributed.Client().get_executor()``);
@@ -437,7 +464,7 @@ def sweep(models, hardware, budgets, planners, *, overrides=None, planner_params
 
     _bound_kwargs(bound)      # a bad ``bound`` fails before any run starts
     specs = grid(models, hardware, budgets, planners, overrides=overrides, planner_params=planner_params,
-                 link=link, bound=bound, max_runs=max_runs)
+                 link=link, bound=bound, max_runs=max_runs, parallel=parallel)
     cache_dir = user_path(cache) if cache is not None else None
     keys: list[str | None] = [None] * len(specs)
     if cache_dir is not None:
@@ -479,10 +506,10 @@ def _cache_keys(specs) -> list[str | None]:
     """``RunSpec.key()`` of every run, resolving each setting once; None where it does not resolve."""
     code, settings, out = runcache.code_digest(), {}, []
     for s in specs:
-        sid = json.dumps([s.model, s.hardware, s.link, s.overrides], sort_keys=True, default=str)
+        sid = json.dumps([s.model, s.hardware, s.link, s.overrides, s.parallel], sort_keys=True, default=str)
         if sid not in settings:
             try:
-                settings[sid] = runcache.setting_digest(*s.resolve())
+                settings[sid] = s.setting()
             except Exception:  # noqa: BLE001 - it will be an ERROR row, never cached
                 settings[sid] = None
         out.append(None if settings[sid] is None else runcache.run_key(s, settings[sid], code))

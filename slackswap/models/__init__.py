@@ -16,10 +16,11 @@ from ..core.errors import ConfigError
 from ..core.graph import Graph
 from . import transformer as _transformer
 from .hf_config import from_hf_config
+from .parallel import Parallel, as_parallel
 from .presets import available, load
 from .spec import TransformerSpec
 
-__all__ = ["TransformerSpec", "available", "build", "from_hf_config", "load", "spec"]
+__all__ = ["Parallel", "TransformerSpec", "as_parallel", "available", "build", "from_hf_config", "load", "spec"]
 
 
 def spec(name_or_spec: str | Path | TransformerSpec, /, **overrides) -> TransformerSpec:
@@ -39,15 +40,21 @@ def spec(name_or_spec: str | Path | TransformerSpec, /, **overrides) -> Transfor
 
 
 def build(name_or_spec: str | Path | TransformerSpec, /, max_ops: int | None = _transformer.MAX_OPS,
-          **overrides) -> Graph:
+          parallel=None, **overrides) -> Graph:
     """A ``Graph`` from a preset name, a ``TransformerSpec`` or a path to an HF ``config.json``.
     A graph estimated above ``max_ops`` ops (``transformer.MAX_OPS``; None: no limit) is refused
     with ``ConfigError`` before it is built (``Problem.build`` passes ``max_ops`` on).
+    ``parallel``: a parallel setting (a ``Parallel``, a dict of its keys, a ``data/parallel``
+    preset name or a ``.toml`` path; docs/parallel.md); None: one GPU.
 
     ``"hf:<name or config.json>"`` traces the HuggingFace model instead (needs the ``torch``
     extra; overrides: batch, seq, dtype, device, kernels, name; docs/trace.md).
     """
+    parallel = as_parallel(parallel)
     if isinstance(name_or_spec, str) and name_or_spec.startswith("hf:"):
+        if parallel is not None:
+            raise ConfigError(f"parallel: a traced model ({name_or_spec!r}) is one GPU's graph; "
+                              "give a preset, a TransformerSpec or a config.json to plan it in parallel")
         try:   # tracing needs torch and transformers: optional dependencies (the torch extra)
             from ..torch.hf_trace import build_graph, load_config
         except ModuleNotFoundError as exc:
@@ -59,7 +66,7 @@ def build(name_or_spec: str | Path | TransformerSpec, /, max_ops: int | None = _
         _check_traced_size(name_or_spec, cfg, max_ops)
         preset = load(name) if name in available() else None   # traced at its preset's shape
         return build_graph(name_or_spec[3:], default_shape=preset and (preset.batch, preset.seq), **overrides)
-    return _transformer.build(spec(name_or_spec, **overrides), max_ops=max_ops)
+    return _transformer.build(spec(name_or_spec, **overrides), max_ops=max_ops, parallel=parallel)
 
 
 def _check_traced_size(name: str, cfg: dict, max_ops: int | None) -> None:

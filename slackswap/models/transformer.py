@@ -28,6 +28,7 @@ from __future__ import annotations
 from ..core.errors import ConfigError
 from ..core.graph import MAX_OPS as _MAX_OPS
 from ..core.graph import Graph, Op, Tensor, check_limit
+from .parallel import COLLECTIVES, Parallel
 from .spec import TransformerSpec
 
 #: Forward FLOPs per element of memory-bound ops (backward: 2x). Small, documented guesses.
@@ -85,7 +86,7 @@ def _shard(n: int, t: int) -> int:
 class _Transformer:
     """The three block layouts sharing helpers; see module docstring for the conventions."""
 
-    def __init__(self, spec: TransformerSpec):
+    def __init__(self, spec: TransformerSpec, parallel: Parallel | None = None):
         self.s = spec
         self.g = _Builder(spec)
         s = spec
@@ -95,35 +96,96 @@ class _Transformer:
         self.act = self.T * s.hidden * self.e  # one replicated [b, s, h] activation, bytes
         self.hf = s.implementation == "hf"
         self.rope = None  # (cos, sin) tensor ids under implementation="hf"
+        self.p = parallel
+        # tensor-parallel communication ops: only under a parallel setting with tp > 1 (a spec's
+        # own tensor_parallel shards without them, as before)
+        self.tp_comm = parallel is not None and parallel.tp > 1
+        self.sp = self.tp_comm and parallel.sp
+        # tokens in the norm / dropout / residual regions: split over t under sequence parallelism
+        self.Tr = self.T // self.t if self.sp else self.T
 
     # ---- building blocks ----
-    def linear(self, name, x, n_in, n_out, out_name, mode="col"):
+    def linear(self, name, x, n_in, n_out, out_name, mode="col", keep=None):
         """``y = x W (+ b)``. Megatron ``mode``: "col" (output split over t), "row" (input split
-        over t, output full size after the all-reduce) or "rep" (replicated, no split)."""
+        over t, output full size after the all-reduce) or "rep" (replicated, no split).
+        ``keep``: under sequence parallelism, the sequence shard ``x`` was all-gathered from; the
+        op saves it instead of ``x`` (Korthikanti et al. 2022, Sec. 4.2.2: the backward gathers
+        it again) and lists it as an input."""
         g, T, e = self.g, self.T, self.e
         t = 1 if mode == "rep" else self.t
         out_cols = n_out // t if mode == "col" else n_out
         flops = 2.0 * T * n_in * n_out / t
+        weights = n_in * n_out // t * e
+        if keep is not None:
+            return g.op(name, "matmul", (x, keep), [(out_name, T * out_cols * e, "activation")],
+                        saves=(keep,), flops=flops, extra_bytes=weights - g.tensors[keep].bytes)
         return g.op(name, "matmul", (x,), [(out_name, T * out_cols * e, "activation")],
-                    saves=(x,), flops=flops, extra_bytes=n_in * n_out // t * e)
+                    saves=(x,), flops=flops, extra_bytes=weights)
 
-    def norm(self, name, x, width=None):
-        """LayerNorm (saves input + fp32 mean/rstd) or RMSNorm (saves input + fp32 rstd)."""
+    # ---- tensor-parallel communication (docs/parallel.md) ----
+    def comm(self, name, x, fwd, bwd, nbytes, out_bytes=0):
+        """A collective on the compute stream: ``fwd``/``bwd`` name the forward and backward
+        collectives (``COLLECTIVES``) of a full ``nbytes`` tensor; ``fwd_bytes``/``bwd_bytes``
+        are the bytes one GPU sends (ring algorithms). ``out_bytes`` = 0 makes the output an
+        empty marker: the collective works in place (all-reduce) or is the identity."""
+        t = self.t
+
+        def vol(names) -> float:
+            return float(sum(COLLECTIVES[c] * (t - 1) * nbytes // t for c in names))
+
+        g = self.g
+        oid = len(g.ops)
+        tid = len(g.tensors)
+        g.tensors.append(Tensor(tid, name + ".out", int(out_bytes), oid,
+                                kind="activation" if out_bytes else "stats"))
+        g.ops.append(Op(oid, name, g.layer, "comm", fwd_bytes=vol(fwd), bwd_bytes=vol(bwd),
+                        inputs=(x,), outputs=(tid,)))
+        return tid
+
+    def gather(self, name, x):
+        """Before column-parallel linears: ``(input, kept shard)``. With sequence parallelism an
+        all-gather of the sequence shard (backward: reduce-scatter of the gradient, and the
+        all-gather again for the weight gradient); without, Megatron's ``f`` (forward: identity,
+        backward: all-reduce). Without tensor-parallel communication: ``(x, None)``."""
+        if not self.tp_comm:
+            return x, None
+        full = self.T * self.s.hidden * self.e
+        if self.sp:
+            return self.comm(name, x, ("all_gather",), ("reduce_scatter", "all_gather"), full, full), x
+        self.comm(name, x, (), ("all_reduce",), full)
+        return x, None
+
+    def reduce(self, name, x):
+        """After row-parallel linears: Megatron's ``g`` (forward: all-reduce in place, backward:
+        identity) or, with sequence parallelism, a reduce-scatter to the sequence shard
+        (backward: all-gather)."""
+        if not self.tp_comm:
+            return x
+        full = self.T * self.s.hidden * self.e
+        if self.sp:
+            return self.comm(name, x, ("reduce_scatter",), ("all_gather",), full, full // self.t)
+        self.comm(name, x, ("all_reduce",), (), full)
+        return x
+
+    def norm(self, name, x, width=None, tokens=None):
+        """LayerNorm (saves input + fp32 mean/rstd) or RMSNorm (saves input + fp32 rstd), over
+        ``tokens`` (default: the norm region's, split over t under sequence parallelism)."""
         width = width or self.s.hidden
         n_stats = 2 if self.s.norm == "layernorm" else 1
         if self.hf and self.s.norm == "rmsnorm":
             return self.hf_rmsnorm(name, x, width)
+        T = tokens or self.Tr
         y, _ = self.g.op(name, "norm", (x,),
-                         [(name + ".out", self.T * width * self.e, "activation"),
-                          (name + ".stats", self.T * n_stats * _STAT_BYTES, "stats")],
-                         saves=(x, "out:1"), flops=_EW["norm"] * self.T * width)
+                         [(name + ".out", T * width * self.e, "activation"),
+                          (name + ".stats", T * n_stats * _STAT_BYTES, "stats")],
+                         saves=(x, "out:1"), flops=_EW["norm"] * T * width)
         return y
 
     def hf_rmsnorm(self, name, x, width):
         """HF's Python RMSNorm: ``x.float()`` (a copy unless already fp32), ``pow`` and
         ``x * rsqrt`` save that fp32 input and the fp32 rstd, ``weight * x_hat.to(dtype)`` saves
         the normalized ``x_hat``."""
-        T, e = self.T, self.e
+        T, e = self.Tr, self.e
         outs = [(name + ".out", T * width * e, "activation"), (name + ".stats", T * _STAT_BYTES, "stats"),
                 (name + ".xhat", T * width * e, "activation")]
         if e != _STAT_BYTES:
@@ -145,7 +207,7 @@ class _Transformer:
 
     def add(self, name, a, b):
         """Residual add: saves nothing (its backward passes the gradient through)."""
-        n = self.T * self.s.hidden
+        n = self.Tr * self.s.hidden
         return self.g.op(name, "elementwise", (a, b), [(name, n * self.e, "activation")],
                          flops=_EW["add"] * n)
 
@@ -160,6 +222,8 @@ class _Transformer:
         x = g.op("embed", "embedding", tuple(ins), [("embed.out", n * self.e, "activation")],
                  saves=tuple(ins), flops=_EW["embedding"] * n * lookups,
                  extra_bytes=(lookups - 1) * n * self.e)
+        x = self.reduce("embed.tp", x)  # vocabulary-parallel lookup: partial sums
+        n = self.Tr * s.hidden
         if s.family == "bert":
             x = self.norm("embed.norm", x)
         if self.hf and s.position == "rope":  # HF computes cos/sin once; every layer saves them
@@ -171,6 +235,7 @@ class _Transformer:
 
     def attention(self, pre, x):
         """QKV projection, (RoPE), attention core, output projection; returns the projection."""
+        x, keep = self.gather(pre + "attn.tp_in", x)
         s, g, T, e, t = self.s, self.g, self.T, self.e, self.t
         h, a, d = s.hidden, s.heads, s.head_dim
         kvw = s.kv_heads * d
@@ -181,10 +246,12 @@ class _Transformer:
         # storage; k and v are copies made by the (default) KV cache update.
         fused_q = self.hf and s.family == "gpt2" and (s.attention == "flash" or s.batch == 1)
         q_name, q_bytes = (pre + "qkv.out", T * (h + 2 * kvw) // t * e) if fused_q else (pre + "q", ql)
-        q, k, v = g.op(pre + "qkv", "matmul", (x,),
+        weights = h * (h + 2 * kvw) // t * e
+        q, k, v = g.op(pre + "qkv", "matmul", (x,) if keep is None else (x, keep),
                        [(q_name, q_bytes, "activation"), (pre + "k", kvl, "activation"),
                         (pre + "v", kvl, "activation")],
-                       saves=(x,), flops=qkv_flops, extra_bytes=h * (h + 2 * kvw) // t * e)
+                       saves=(x if keep is None else keep,), flops=qkv_flops,
+                       extra_bytes=weights if keep is None else weights - g.tensors[keep].bytes)
         if s.position == "rope":
             cs = tuple(self.rope) if self.rope else ()
             q, k = g.op(pre + "rope", "elementwise", (q, k) + cs,
@@ -223,14 +290,16 @@ class _Transformer:
                             saves=("out:1",), flops=_EW["dropout"] * probs)
             ctx = g.op(pre + "attn.context", "attention", (p, v),
                        [(pre + "attn.out", ql, "activation")], saves=(p, v), flops=core_flops / 2)
-        return self.linear(pre + "attn.proj", ctx, h, h, pre + "attn.proj", mode="row")
+        return self.reduce(pre + "attn.tp_out",
+                           self.linear(pre + "attn.proj", ctx, h, h, pre + "attn.proj", mode="row"))
 
     def mlp(self, pre, x):
+        x, keep = self.gather(pre + "tp_in", x)
         s, g, T, e, t = self.s, self.g, self.T, self.e, self.t
         h, f = s.hidden, s.ffn
         nf = T * f // t
         if s.activation == "gelu":
-            u = self.linear(pre + "fc1", x, h, f, pre + "fc1")
+            u = self.linear(pre + "fc1", x, h, f, pre + "fc1", keep=keep)
             if self.hf and s.family == "gpt2":
                 # gelu_new in Python: 0.5*u*(1 + tanh(c*(u + 0.044715*u^3))) saves u (pow), the
                 # tanh output, 0.5*u and 1 + tanh (the final product)
@@ -242,8 +311,8 @@ class _Transformer:
                 y = g.op(pre + "gelu", "elementwise", (u,), [(pre + "gelu", nf * e, "activation")],
                          saves=(u,), flops=_EW["gelu"] * nf)
         else:
-            gate = self.linear(pre + "gate", x, h, f, pre + "gate")
-            up = self.linear(pre + "up", x, h, f, pre + "up")
+            gate = self.linear(pre + "gate", x, h, f, pre + "gate", keep=keep)
+            up = self.linear(pre + "up", x, h, f, pre + "up", keep=keep)
             if self.hf:  # act_fn(gate) * up in Python: the product also saves silu(gate)
                 y = g.op(pre + "swiglu", "elementwise", (gate, up),
                          [(pre + "swiglu", nf * e, "activation"), (pre + "silu", nf * e, "activation")],
@@ -252,10 +321,10 @@ class _Transformer:
                 y = g.op(pre + "swiglu", "elementwise", (gate, up),
                          [(pre + "swiglu", nf * e, "activation")], saves=(gate, up),
                          flops=_EW["swiglu"] * nf)
-        return self.linear(pre + "fc2", y, f, h, pre + "fc2", mode="row")
+        return self.reduce(pre + "tp_out", self.linear(pre + "fc2", y, f, h, pre + "fc2", mode="row"))
 
     def block(self, i, x):
-        g, n = self.g, self.T * self.s.hidden
+        g, n = self.g, self.Tr * self.s.hidden
         g.layer = i
         pre = f"L{i}."
         if self.s.family == "bert":  # post-LN
@@ -274,6 +343,8 @@ class _Transformer:
         g.layer = None
         if s.family != "bert":
             x = self.norm("final_norm", x)
+        if self.sp:  # the head runs on the whole sequence: gather it (the head keeps it)
+            x = self.comm("head.tp_in", x, ("all_gather",), ("reduce_scatter",), T * h * e, T * h * e)
         if s.pooler:  # dense + tanh on the first token of each sequence
             nb = s.batch * h
             g.op("pooler", "matmul", (x,), [("pooler.out", nb * e, "activation")],
@@ -289,8 +360,10 @@ class _Transformer:
             u = self.linear("mlm.dense", x, h, h, "mlm.dense", mode="rep")
             u = g.op("mlm.gelu", "elementwise", (u,), [("mlm.gelu", T * h * e, "activation")],
                      saves=(u,), flops=_EW["gelu"] * T * h)
-            x = self.norm("mlm.norm", u)
+            x = self.norm("mlm.norm", u, tokens=T)
         vt = _shard(v, t)  # vocab-parallel logits (Megatron pads V to a multiple of t)
+        if self.tp_comm and not self.sp:
+            self.gather("head.tp_in", x)
         logits = g.op("lm_head", "matmul", (x,), [("logits", T * vt * s.logits_bytes, "logits")],
                       saves=(x,), flops=2.0 * T * h * vt, extra_bytes=h * vt * e)
         if self.hf:
@@ -319,24 +392,35 @@ class _Transformer:
                   workspace=T * vt * (2 * _STAT_BYTES - e))
 
     def build(self, max_ops: int | None = MAX_OPS) -> Graph:
-        x = self.embeddings()
+        p, s = self.p, self.s
+        layers = range(s.layers) if p is None else p.stage_layers(s)
+        if p is None or p.first_stage:
+            x = self.embeddings()
+        else:  # a later pipeline stage: its input is the activation the stage before sends
+            x = self.g.input("stage_input", self.Tr * s.hidden * self.e)
         before = len(self.g.ops)
-        for i in range(self.s.layers):
+        for i in layers:
             x = self.block(i, x)
-            if i == 0 and max_ops is not None:
-                est = before + (len(self.g.ops) - before) * self.s.layers
+            if i == layers[0] and max_ops is not None:
+                est = before + (len(self.g.ops) - before) * len(layers)
                 if est > max_ops:
-                    raise ConfigError(f"model {self.s.name!r}: {self.s.layers:,} layers make about {est:,} ops, "
+                    raise ConfigError(f"model {s.name!r}: {len(layers):,} layers make about {est:,} ops, "
                                       f"more than max_ops={max_ops:,}; give a larger max_ops (CLI --max-ops) "
                                       "to build it anyway")
-        self.head(x)
-        return Graph(self.s.name, ops=tuple(self.g.ops), tensors=tuple(self.g.tensors),
-                     static_bytes=self.s.static_bytes(), spec=self.s)
+        if p is None or p.last_stage:
+            self.head(x)
+        static = s.static_bytes() if p is None else p.static_bytes(s)
+        return Graph(s.name, ops=tuple(self.g.ops), tensors=tuple(self.g.tensors),
+                     static_bytes=static, spec=s)
 
 
-def build(spec: TransformerSpec, max_ops: int | None = MAX_OPS) -> Graph:
+def build(spec: TransformerSpec, max_ops: int | None = MAX_OPS, parallel: Parallel | None = None) -> Graph:
     """The forward graph of one training step of ``spec`` on one GPU (per tensor-parallel rank).
     A graph estimated above ``max_ops`` ops is refused (``ConfigError``) before it is built.
+
+    ``parallel`` (docs/parallel.md): one micro-batch on one GPU of its planned pipeline stage,
+    with tensor- and sequence-parallel shards and communication ops (kind ``"comm"``) when
+    tp > 1, and static memory sharded as its ZeRO stage does. None: one GPU, as before.
 
     >>> from slackswap.models import load
     >>> g = build(load("tiny"))
@@ -346,4 +430,8 @@ def build(spec: TransformerSpec, max_ops: int | None = MAX_OPS) -> Graph:
     if not isinstance(spec, TransformerSpec):
         raise ConfigError(f"spec: expected a TransformerSpec, got {type(spec).__name__}")
     check_limit(max_ops, "max_ops", ConfigError)
-    return _Transformer(spec).build(max_ops)
+    if parallel is not None:
+        if not isinstance(parallel, Parallel):
+            raise ConfigError(f"parallel: expected a Parallel, got {type(parallel).__name__}")
+        spec = parallel.apply(spec)
+    return _Transformer(spec, parallel).build(max_ops)

@@ -51,6 +51,9 @@ class Problem:
     min_feasible_bytes: int = field(kw_only=True, repr=False)
     #: what a fractional budget is a fraction of (``budget_base_of``); None: the keep-all peak
     budget_base: int | None = field(default=None, kw_only=True, repr=False)
+    #: the parallel setting the graph was built under (``models.Parallel``; None: one GPU, also
+    #: for the default setting, which builds the one-GPU problem)
+    parallel: Any = field(default=None, kw_only=True, repr=False)
 
     def __post_init__(self):
         self.costs.check(self.graph)
@@ -74,13 +77,15 @@ class Problem:
     # ---- construction ----
     @classmethod
     def build(cls, model, hardware="a100-80gb", budget=0.5, cost_mode: str = "analytical",
-              profile=None, **spec_overrides) -> Problem:
+              profile=None, parallel=None, **spec_overrides) -> Problem:
         """Build from a model (preset name, ``TransformerSpec``, HF config path or ``Graph``) and a
         hardware (preset name or ``Hardware``). ``budget``: a fraction in (0, 1] of the keep-all
-        activation peak, bytes (int or ``"24GiB"``), or None for no limit. Warns
+        activation peak, bytes (int or ``"24GiB"``), or None for no limit. ``parallel``: how the
+        step is spread over GPUs (a ``Parallel``, a dict of its keys, a ``data/parallel`` preset
+        name or a ``.toml`` path; docs/parallel.md): the problem is then one micro-batch on one
+        GPU of the planned pipeline stage, with its sharded static memory. Warns
         (``CapacityWarning``, ``memory_warnings``) when static memory plus the budget exceed the
         GPU's memory."""
-
 
         check_type(model, (str, Path, TransformerSpec, Graph), "Problem.build(model)",
                    "a model preset name, a TransformerSpec, a config.json path or a Graph", ParameterError)
@@ -88,12 +93,20 @@ class Problem:
                    "a hardware preset name, a .toml path or a Hardware", ParameterError)
         check_type(cost_mode, str, "Problem.build(cost_mode)", "'analytical' or 'measured'", ParameterError)
         hw = hw_mod.load(hardware) if isinstance(hardware, (str, Path)) else hardware
-        graph = model if isinstance(model, Graph) else models.build(model, **spec_overrides)
+        parallel = models.as_parallel(parallel)
+        if isinstance(model, Graph) and parallel is not None:
+            raise ParameterError("Problem.build(parallel): a Graph is already one GPU's graph; give the "
+                                 "model as a preset name, a TransformerSpec or a config.json to plan it in parallel")
+        if parallel is not None and parallel.tp > 1 and not getattr(hw.gpu, "p2p_bytes_per_s", None):
+            raise ParameterError(f"parallel: tp = {parallel.tp} needs a GPU-to-GPU bandwidth; hardware "
+                                 f"{hw.name} gives none (gpu.p2p_bandwidth, docs/hardware.md)")
+        graph = model if isinstance(model, Graph) else models.build(model, parallel=parallel, **spec_overrides)
         cm = costs_mod.build(graph, hw, mode=cost_mode, profile=profile)
         peak = keep_all_peak_of(graph, cm)   # measured here and passed in: Problem holds data
         base = budget_base_of(graph, cm, peak)
         p = cls(graph, cm, resolve_budget(budget, base), hw, keep_all_peak=peak,
-                min_feasible_bytes=memory_floor(graph)[0], budget_base=None if base == peak else base)
+                min_feasible_bytes=memory_floor(graph)[0], budget_base=None if base == peak else base,
+                parallel=None if parallel is None or parallel.is_default else parallel)
         for text in p.memory_warnings:
             warnings.warn(text, CapacityWarning, stacklevel=2)
         return p
@@ -172,7 +185,8 @@ class Problem:
                 "planning_tensors": len(self.planning_ids), "saved_bytes": self.graph.saved_bytes(),
                 "keep_all_peak_bytes": self.keep_all_peak, "min_feasible_bytes": self.min_feasible_bytes,
                 "budget_bytes": self.budget_bytes, "budget_fraction": self.budget_fraction,
-                "ideal_step_s": self.ideal_step_s, "static_bytes": self.static_bytes}
+                "ideal_step_s": self.ideal_step_s, "static_bytes": self.static_bytes,
+                **({"parallel": self.parallel.describe()} if self.parallel is not None else {})}
 
     def __str__(self) -> str:
         s = self.summary()
@@ -182,6 +196,8 @@ class Problem:
                 f"{format_bytes(s['min_feasible_bytes'])}, budget {format_bytes(s['budget_bytes'])} "
                 f"({s['budget_fraction']:.0%})\n"
                 f"  ideal step {format_seconds(s['ideal_step_s'])}, static memory {format_bytes(s['static_bytes'])}"
+                + (f"\n  parallel: {s['parallel']} (one micro-batch on one GPU of stage {self.parallel.stage})"
+                   if "parallel" in s else "")
                 + "".join(f"\n  WARNING: {w}" for w in self.memory_warnings))
 
 
