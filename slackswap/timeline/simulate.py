@@ -203,7 +203,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
         name = g.ops[o].name if o >= 0 else "optimizer"
         return _infeasible(problem, run.counts(),
                            f"step {s} ({_KINDS[run.kind[s]]} {name}) needs {int(run.x)} bytes "
-                           f"> budget {int(budget)} with no pending copy left to free")
+                           f"> budget {int(budget)} with no pending copy left to free", int(run.x))
     if run.code == 3:
         raise PlanError(f"plan.d2h_order: tensor {run.a} cannot be copied out before it is needed")
     step_time = float(run.E[-1])
@@ -256,9 +256,10 @@ def _events(run: _Run) -> tuple[Event, ...]:
     return tuple(evs)
 
 
-def _infeasible(problem, counts: dict[str, int], reason: str) -> SimResult:
+def _infeasible(problem, counts: dict[str, int], reason: str, need: int) -> SimResult:
+    """``peak_bytes``: what the step that cannot fit needs (docs/timeline.md)."""
     return SimResult(feasible=False, step_time_s=math.inf, ideal_step_time_s=problem.ideal_step_s,
-                     peak_bytes=0, budget_bytes=float(problem.budget_bytes), counts=counts,
+                     peak_bytes=need, budget_bytes=float(problem.budget_bytes), counts=counts,
                      reason=reason)
 
 
