@@ -3,8 +3,9 @@
 * A call whose outputs all alias its inputs' storages (views, ``detach``, ``split``) is folded:
   it becomes no op; its backward work goes to the op that wrote the storage it views.
 * An in-place call on a storage that no other op has read since its writer ran (``bernoulli_``
-  after ``empty_like``, ``relu_`` after a norm) is fused into that writer; any other in-place call
-  is an op of its own whose output is a new version of the storage.
+  after ``empty_like``, ``relu_`` after a norm) is fused into that writer when every other tensor
+  it reads existed before the writer ran; any other in-place call is an op of its own whose output
+  is a new version of the storage.
 * Every other call is one op; each storage it creates is one graph tensor (bytes: the storage).
 * Parameters and buffers are no graph tensors (they are ``static_bytes``); step inputs and
   tensors created outside the step are tensors with ``producer=None``.
@@ -120,7 +121,12 @@ def assemble(rec, *, inputs, excluded, start_seq):
             continue
         if not outs and writes and len({writer.get(k) for k in writes}) == 1:
             w = writer.get(writes[0])
-            if w is not None and all(readers.get(k, set()) <= {w} for k in writes):
+            # fused only when nobody read the storage since ``w`` wrote it and every other input
+            # existed before ``w`` ran (``s = a(x); t = b(x); s += t`` reads ``t``, made after
+            # ``s``: fused into ``a``, op ``a`` would read a tensor of a later op)
+            if w is not None and all(readers.get(k, set()) <= {w} for k in writes) and all(
+                    cur.get(k) is None or tensors[cur[k]][2] is None or tensors[cur[k]][2] < w
+                    for k in c.ins if k not in writes and k not in excluded):
                 op = ops[w]             # fuse the in-place call into the op that wrote the storage
                 op.atens.append(name)
                 op.flops += c.flops

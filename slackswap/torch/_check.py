@@ -12,6 +12,12 @@ def check_plan(plan, graph) -> None:
     if not hasattr(info, "pack_order") or not hasattr(info, "aten_ops"):
         raise ExecutionError(f"graph: {graph.name!r} is not a traced graph (slackswap.torch.trace); "
                              "apply needs its pack order and aten ops")
+    check_decisions(plan, graph)
+
+
+def check_decisions(plan, graph) -> None:
+    """Raise ``PlanError`` unless ``plan`` decides exactly the planning tensors of ``graph`` (and
+    its hold points are valid there)."""
     if plan.problem_key is not None and plan.problem_key != problem_key(graph):
         raise PlanError(f"plan: made for another graph (key {plan.problem_key}, {graph.name!r} has "
                         f"{problem_key(graph)})")

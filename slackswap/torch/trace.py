@@ -143,6 +143,10 @@ def trace(model: torch.nn.Module, example_inputs, loss_fn=None, *, device: str =
         rec.keep.append(t.untyped_storage())
         return t
 
+    # the step is real on cpu/cuda: batch-norm running statistics and other buffers it writes
+    # are put back afterwards, as the gradients and the mode are
+    buffers = [(mod, nm, b, b.detach().clone()) for mod in model.modules()
+               for nm, b in mod._buffers.items() if b is not None and not b.is_meta]
     handles = module_hooks(model, stack)
     was_training = model.training
     model.train()
@@ -171,6 +175,10 @@ def trace(model: torch.nn.Module, example_inputs, loss_fn=None, *, device: str =
         model.train(was_training)
         for p in params:
             p.grad = None
+        with torch.no_grad():
+            for mod, nm, b, saved in buffers:
+                mod._buffers[nm] = b     # a module that rebinds a buffer gets its own back
+                b.copy_(saved)
     del rec.packs[n_packs:]
     ops_, tensors_, pack_order, unattributed, made = assemble(
         rec, inputs=step_inputs, excluded=excluded, start_seq=start_seq)
