@@ -27,11 +27,12 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without 
     block_layers = trace
 
 try:
+    from .checkpoint_policy import policy
     from .executor import ExecStats, apply, run_step
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised only without torch
     if exc.name != "torch":
         raise
-    apply = run_step = ExecStats = trace
+    apply = run_step = ExecStats = policy = trace
 
-__all__ = ["ExecStats", "TraceInfo", "apply", "block_layers", "measured_costs", "run_step",
-           "simulated_saved_peak", "trace"]
+__all__ = ["ExecStats", "TraceInfo", "apply", "block_layers", "measured_costs", "policy",
+           "run_step", "simulated_saved_peak", "trace"]
