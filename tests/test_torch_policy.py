@@ -164,3 +164,23 @@ def test_under_torch_compile_the_plain_gradients():
     torch._dynamo.reset()
     assert all(torch.equal(p.grad, w) for p, w in zip(net.parameters(), ref_grads, strict=True))
     assert pol.counts["save"] >= 1 and pol.counts["recompute"] >= 1
+
+
+def test_a_graph_that_is_not_a_trace_is_one_line():
+    net, x, g, _ = _mlp()
+    plan = Plan({t.id: Decision.KEEP for t in g.planning_tensors()})
+    for bad in ("graph", None, 3.5):
+        with pytest.raises(ParameterError) as e:
+            policy(plan, bad)
+        assert str(e.value).startswith("graph: expected the Graph of slackswap.torch.trace")
+
+
+def test_a_graph_traced_on_meta_says_so_when_the_region_differs():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 1))
+    x = torch.randn(2, 4)
+    g = trace(net, (x,))                                  # meta: native_dropout
+    pol = policy(Plan({t.id: Decision.KEEP for t in g.planning_tensors()}), g)
+    with pytest.raises(ExecutionError) as e:
+        checkpoint(net, x, use_reentrant=False, context_fn=pol)
+    assert str(e.value).startswith("graph: traced on meta (kernels='cuda')")

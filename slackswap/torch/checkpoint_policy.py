@@ -161,7 +161,11 @@ class CheckpointPlanPolicy:
             return CheckpointPolicy.PREFER_RECOMPUTE
         k = self._match(name, getattr(ctx, "op_output", None))
         if k is None:
-            raise ExecutionError(f"model: the checkpointed call {name} matches no call of the traced "
+            hint = ""
+            if self.graph.spec.device == "meta":
+                hint = (f"graph: traced on meta (kernels={self.graph.spec.kernels!r}), where PyTorch "
+                        "may run other kernels than where the model runs; trace it there. ")
+            raise ExecutionError(f"{hint}model: the checkpointed call {name} matches no call of the traced "
                                  f"forward ({len(self.aten_ops)} calls); the model or its input "
                                  "shapes differ from the traced ones")
         self.pos = k + 1
