@@ -184,3 +184,25 @@ def test_a_graph_traced_on_meta_says_so_when_the_region_differs():
     with pytest.raises(ExecutionError) as e:
         checkpoint(net, x, use_reentrant=False, context_fn=pol)
     assert str(e.value).startswith("graph: traced on meta (kernels='cuda')")
+
+
+def test_tensors_written_in_place_are_recomputed_not_cached():
+    """The CNN's BatchNorm + in-place ReLU: selective checkpointing cannot cache an output that
+    is written in place, so a keep-all plan recomputes those, lists them, and gives the plain
+    gradients."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from exec_models import build
+
+    model, (x,) = build("cnn")
+    g = trace(model, (x,), device="cpu")
+    ref = copy.deepcopy(model)
+    ref(x).sum().backward()
+    pol = policy(Plan({t.id: Decision.KEEP for t in g.planning_tensors()}), g)
+    checkpoint(model, x, use_reentrant=False, context_fn=pol).sum().backward()
+    for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)
+    norms = {g.tensors[t].producer for t in pol.not_saved}
+    assert norms == {op.id for op in g.ops if op.name.endswith("native_batch_norm")}
+    assert pol.counts["save"] > 0

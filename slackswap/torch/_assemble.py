@@ -80,8 +80,9 @@ def assemble(rec, *, inputs, excluded, start_seq):
     """Ops (``_Op``) and tensors (``(name, bytes, producer, kind)``), the pack order (tensor and
     op of every pack call), the backward totals no op could be charged with, and per call the
     graph tensors it made (the storages it created, in output order, then the new versions of the
-    storages it wrote in place; empty for a folded or fused call):
-    ``(ops, tensors, (pack_order, pack_op), unattributed, made)``.
+    storages it wrote in place; empty for a folded or fused call), and per call the op it is or
+    was fused into (-1 for a folded call): ``(ops, tensors, (pack_order, pack_op), unattributed,
+    made, call_ops)``.
 
     ``inputs``: ``[(storage key, name, bytes)]`` of the step inputs; ``excluded``: storage keys of
     parameters and buffers.
@@ -93,6 +94,7 @@ def assemble(rec, *, inputs, excluded, start_seq):
     ops: list[_Op] = []
     owner: list[int | None] = []      # per call: the op it was charged to
     made: list[tuple[int, ...]] = []  # per call: the graph tensors it made
+    folded: set[int] = set()          # calls folded into another op (no op of their own)
     for key, name, nb in inputs:
         cur[key] = len(tensors)
         tensors.append([name, nb, None, "input"])
@@ -118,6 +120,7 @@ def assemble(rec, *, inputs, excluded, start_seq):
             ws = [writer[k] for k in c.ins if k in writer]
             owner.append(ws[-1] if ws else (len(ops) - 1 if ops else None))
             made.append(())
+            folded.add(ci)
             continue
         if not outs and writes and len({writer.get(k) for k in writes}) == 1:
             w = writer.get(writes[0])
@@ -200,4 +203,5 @@ def assemble(rec, *, inputs, excluded, start_seq):
         ops[oid].bwd_flops += flops
         ops[oid].bwd_bytes += nb
         ops[oid].bwd_s += dt
-    return ops, tensors, (pack_order, pack_op), tuple(unattributed), tuple(made)
+    return ops, tensors, (pack_order, pack_op), tuple(unattributed), tuple(made), \
+        tuple(-1 if o is None or ci in folded else o for ci, o in enumerate(owner))

@@ -92,6 +92,8 @@ class CheckpointPlanPolicy:
     whose made tensors have the bytes of the call's outputs; calls outside every region are
     skipped. The first region after a backward pass starts a new step (``reset()`` does it by
     hand). ``counts``: the policies returned, ``"save"``, ``"recompute"``, ``"offload"``.
+    ``not_saved``: graph tensors the plan keeps (or swaps) that are recomputed all the same,
+    being written in place (selective checkpointing cannot cache those).
     """
 
     def __init__(self, plan: Plan, graph, swap: str):
@@ -115,10 +117,35 @@ class CheckpointPlanPolicy:
             else:           # RECOMPUTE, a tensor no op saves, or nothing made: rebuilt when needed
                 p = CheckpointPolicy.MUST_RECOMPUTE
             self.policies.append(p)
+        self.not_saved: list[int] = []
+        self._unsave_written(info.call_ops, dec)
         self.bytes = [[graph.tensors[t].bytes for t in made] for made in self.made]
         self.counts: Counter = Counter()
         self.pos = 0
         self._backward_seen = False
+
+    def _unsave_written(self, call_ops, dec) -> None:
+        """Selective checkpointing cannot save what is written in place: autograd bumps the
+        version of an in-place call's output after the call, and an op the trace fused in-place
+        writes into (a BatchNorm then ``relu_``) has its output written by a later call; either
+        cached, the backward pass stops with "Tensor cached during selective activation
+        checkpoint has been mutated". Those calls are recomputed; the tensors the plan kept or
+        swapped there are listed in ``not_saved``."""
+        written = set()
+        for k, name in enumerate(self.aten_ops):
+            if _in_place(name):
+                if call_ops and call_ops[k] >= 0 and not self.made[k]:
+                    written.add(call_ops[k])          # a write fused into op call_ops[k]
+                self._recompute(k, dec)
+        if call_ops:
+            for k, op in enumerate(call_ops):
+                if op in written and self.made[k]:
+                    self._recompute(k, dec)
+
+    def _recompute(self, k, dec) -> None:
+        if self.policies[k] is not CheckpointPolicy.MUST_RECOMPUTE:
+            self.policies[k] = CheckpointPolicy.MUST_RECOMPUTE
+            self.not_saved.extend(t for t in self.made[k] if dec.get(t) in (Decision.KEEP, Decision.SWAP))
 
     @property
     def context_fn(self):
@@ -172,6 +199,12 @@ class CheckpointPlanPolicy:
         p = self.policies[k]
         self.counts[_NAMES[p]] += 1
         return p
+
+
+def _in_place(name: str) -> bool:
+    """``aten.relu_.default`` and the like: an aten op whose name ends in an underscore."""
+    parts = name.split(".")
+    return len(parts) >= 2 and parts[1].endswith("_") and not parts[1].startswith("_")
 
 
 def _tensors(out):
