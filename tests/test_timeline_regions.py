@@ -143,3 +143,25 @@ def test_region_replays_are_the_calls_selective_checkpointing_reruns():
                 checkpoint(net, x, use_reentrant=False, context_fn=policy(plan, g)).sum().backward()
             assert count.backward == want, (first, second)
             assert torch.is_grad_enabled()
+
+
+def test_ops_written_in_place_are_not_cached():
+    """A traced CNN (BatchNorm + in-place ReLU): the policy cannot cache the norms, so neither
+    does the region schedule; their outputs are re-run even under keep-all."""
+    pytest.importorskip("torch")
+    from exec_models import build
+
+    from slackswap.timeline.regions import written_in_place
+    from slackswap.torch import policy, trace
+
+    model, (x,) = build("cnn")
+    g = trace(model, (x,), device="cpu")
+    norms = {op.id for op in g.ops if op.name.endswith("native_batch_norm")}
+    assert written_in_place(g) == norms
+    keep = {t.id: K for t in g.planning_tensors()}
+    regions = {op.id: 0 for op in g.ops}
+    eff, cached = region_decisions(g, keep, regions)
+    assert not cached & norms
+    pol = policy(Plan(keep), g)
+    assert {g.tensors[t].producer for t in pol.not_saved} == norms
+    assert written_in_place(Problem.build("tiny", "a100-80gb", None).graph) == frozenset()

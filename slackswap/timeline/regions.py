@@ -12,7 +12,8 @@ from ..core.graph import Graph
 from ..core.plan import Decision
 from .schedule import Schedule, compile_schedule
 
-__all__ = ["SWAP_AS", "check_regions", "layer_regions", "region_decisions", "region_schedule"]
+__all__ = ["SWAP_AS", "check_regions", "layer_regions", "region_decisions", "region_schedule",
+           "written_in_place"]
 
 #: what a SWAP decision becomes inside a region (selective checkpointing cannot offload eagerly)
 SWAP_AS = ("save", "recompute")
@@ -52,9 +53,10 @@ def region_decisions(graph: Graph, decisions: dict, regions: dict, swap: str = "
     """
     tensors = graph.tensors
     saved = {Decision.KEEP} | ({Decision.SWAP} if swap == "save" else set())
+    written = written_in_place(graph)
     cached = frozenset(t.producer for t in tensors
                        if t.producer is not None and regions.get(t.producer) is not None
-                       and decisions.get(t.id) in saved)
+                       and t.producer not in written and decisions.get(t.id) in saved)
     eff = {}
     for t in tensors:
         if t.producer is None:
@@ -72,6 +74,23 @@ def region_decisions(graph: Graph, decisions: dict, regions: dict, swap: str = "
             d = decisions[t.id]
             eff[t.id] = Decision.RECOMPUTE if d is Decision.SWAP else d
     return eff, cached
+
+
+def written_in_place(graph: Graph) -> frozenset[int]:
+    """Ops of a traced graph whose output selective checkpointing cannot cache, so the policy
+    recomputes them (docs/executor.md): in-place calls, and ops the trace fused in-place writes
+    into. Read from ``graph.spec`` (``aten_ops``, ``call_ops``); empty for other graphs."""
+    spec = graph.spec
+    names = getattr(spec, "aten_ops", ())
+    call_ops = getattr(spec, "call_ops", ())
+    if not (names and call_ops):
+        return frozenset()
+    out = set()
+    for name, op in zip(names, call_ops, strict=False):
+        parts = name.split(".")
+        if op >= 0 and len(parts) >= 2 and parts[1].endswith("_") and not parts[1].startswith("_"):
+            out.add(op)    # its own op (a write of its own), or the op it was fused into
+    return frozenset(out)
 
 
 def region_schedule(graph: Graph, decisions: dict, regions: dict, swap: str = "save"):
