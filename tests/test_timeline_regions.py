@@ -162,6 +162,9 @@ def test_ops_written_in_place_are_not_cached():
     regions = {op.id: 0 for op in g.ops}
     eff, cached = region_decisions(g, keep, regions)
     assert not cached & norms
+    for t in g.planning_tensors():       # kept by the plan, recomputed as it runs
+        if g.tensors[t.id].producer in norms and all(regions.get(o) == 0 for o in g.saved_by[t.id]):
+            assert eff[t.id] is R
     pol = policy(Plan(keep), g)
     assert {g.tensors[t].producer for t in pol.not_saved} == norms
     assert written_in_place(Problem.build("tiny", "a100-80gb", None).graph) == frozenset()

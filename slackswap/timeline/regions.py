@@ -48,8 +48,9 @@ def region_decisions(graph: Graph, decisions: dict, regions: dict, swap: str = "
     outside the regions (autograd keeps what those ops save; checkpointing holds a region's
     inputs), for a tensor a region makes and another region or an op outside reads (the same),
     and for every output of a ``cached`` op; the plan's decision otherwise, a SWAP as ``swap``
-    says. ``cached``: the ops whose output the policy saves (``MUST_SAVE``): those that made a
-    tensor the plan keeps (or swaps, with ``swap="save"``).
+    says, a tensor of an op ``written_in_place`` recomputed. ``cached``: the ops whose output the
+    policy saves (``MUST_SAVE``): those that made a tensor the plan keeps (or swaps, with
+    ``swap="save"``), except those written in place.
     """
     tensors = graph.tensors
     saved = {Decision.KEEP} | ({Decision.SWAP} if swap == "save" else set())
@@ -72,7 +73,7 @@ def region_decisions(graph: Graph, decisions: dict, regions: dict, swap: str = "
             eff[t.id] = Decision.KEEP
         elif t.id in decisions:
             d = decisions[t.id]
-            eff[t.id] = Decision.RECOMPUTE if d is Decision.SWAP else d
+            eff[t.id] = Decision.RECOMPUTE if d is Decision.SWAP or t.producer in written else d
     return eff, cached
 
 
