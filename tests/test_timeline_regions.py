@@ -118,6 +118,7 @@ def test_bad_regions_are_one_line():
         simulate(p, Plan({**plan.decisions, t: R}, hold_points={t: 0}), regions=regions)
 
 
+@pytest.mark.usefixtures("one_torch_thread")   # small models: one intra-op thread
 def test_region_replays_are_the_calls_selective_checkpointing_reruns():
     """On a traced Linear-Tanh-Linear-Tanh-Linear checkpointed as one region, the schedule's
     re-runs are the calls PyTorch re-runs under ``slackswap.torch.policy``, counted."""
@@ -145,6 +146,7 @@ def test_region_replays_are_the_calls_selective_checkpointing_reruns():
             assert torch.is_grad_enabled()
 
 
+@pytest.mark.usefixtures("one_torch_thread")   # small models: one intra-op thread
 def test_ops_written_in_place_are_not_cached():
     """A traced CNN (BatchNorm + in-place ReLU): the policy cannot cache the norms, so neither
     does the region schedule; their outputs are re-run even under keep-all."""
