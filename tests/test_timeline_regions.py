@@ -109,6 +109,10 @@ def test_bad_regions_are_one_line():
         with pytest.raises(err) as e:
             simulate(p, plan, regions=regs)
         assert text in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ParameterError, match="^graph: expected a Graph; got str$"):
+        layer_regions("tiny")
+    with pytest.raises(ParameterError, match="^regions: expected a dict"):
+        region_decisions(p.graph, plan.decisions, "layers")
     with pytest.raises(ParameterError, match="swap: must be one of save, recompute; got 'offload'"):
         simulate(p, plan, regions=regions, swap="offload")
     with pytest.raises(PlanError, match="not with regions"):

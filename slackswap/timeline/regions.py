@@ -22,11 +22,18 @@ SWAP_AS = ("save", "recompute")
 def layer_regions(graph: Graph) -> dict[int, int]:
     """One region per layer (``Op.layer``), as per-layer checkpointing wraps a model's blocks;
     ops without a layer (embeddings, head, loss) are in no region."""
+    _check_graph(graph)
     return {op.id: op.layer for op in graph.ops if op.layer is not None}
+
+
+def _check_graph(graph) -> None:
+    if not isinstance(graph, Graph):
+        raise ParameterError(f"graph: expected a Graph; got {type(graph).__name__}")
 
 
 def check_regions(graph: Graph, regions, swap: str = "save") -> None:
     """``ParameterError`` unless ``regions`` maps op ids of ``graph`` to region labels."""
+    _check_graph(graph)
     if not isinstance(regions, dict):
         raise ParameterError(f"regions: expected a dict of op id -> region label; got "
                              f"{type(regions).__name__}")
@@ -52,6 +59,7 @@ def region_decisions(graph: Graph, decisions: dict, regions: dict, swap: str = "
     policy saves (``MUST_SAVE``): those that made a tensor the plan keeps (or swaps, with
     ``swap="save"``), except those written in place.
     """
+    check_regions(graph, regions, swap)
     tensors = graph.tensors
     saved = {Decision.KEEP} | ({Decision.SWAP} if swap == "save" else set())
     written = written_in_place(graph)
