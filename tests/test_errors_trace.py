@@ -36,6 +36,16 @@ def test_apply_with_planner_name_is_one_line():
                               "planners.get(name).plan(problem)); got 'swap-all'")
 
 
+def test_apply_with_something_else_than_a_graph_is_one_line():
+    from slackswap import Decision, Plan
+    from slackswap.torch.executor import apply
+    g = trace(NET, (X,), device="cpu")
+    plan = Plan({t.id: Decision.KEEP for t in g.planning_tensors()})
+    with pytest.raises(ParameterError) as exc:
+        apply(NET, plan, g.spec)
+    assert str(exc.value) == "graph: expected the Graph of slackswap.torch.trace; got TraceInfo"
+
+
 # ---------------------------------------------------------------- the command line: traced models
 TRACE_CLI_ROWS = [
     (["plan", "--model", "hf:nope"], "unknown HF config 'nope'; known: <path>/config.json, bert-large, "

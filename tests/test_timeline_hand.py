@@ -96,6 +96,7 @@ def test_forward_waits_for_d2h_and_prefetch_waits_for_room():
     # an explicit earlier issue point does not fit the budget: the plan becomes infeasible
     r2 = simulate(p, Plan({1: S, 2: K, 3: R}, issue_points={1: 3}))
     assert not r2.feasible and "rec op2) needs 6 bytes" in r2.reason
+    assert r2.peak_bytes == 6 and not r2.fits
     # with room to spare the copy is issued at the start of the backward pass
     r3 = simulate(p.with_budget(None), Plan({1: S, 2: K, 3: R}))
     comp3 = {e.label: (e.start, e.end) for e in r3.events}
@@ -108,6 +109,10 @@ def test_infeasible_is_a_result_naming_the_step():
     r = simulate(_problem(g, budget=6), _plan(g, R))
     assert not r.feasible and not r.fits and math.isinf(r.step_time_s)
     assert "bwd op3" in r.reason and "8 bytes" in r.reason and r.throughput_ratio == 0.0
+    # the peak it reaches: the 8 bytes bwd op3 needs, over the 6-byte budget (docs/timeline.md)
+    assert r.peak_bytes == 8 > r.budget_bytes and r.summary()["fits"] is False
+    from slackswap.timeline import reference
+    assert reference.simulate(_problem(g, budget=6), _plan(g, R)).peak_bytes == 8
 
 
 def test_residual_block_mixed_plan():

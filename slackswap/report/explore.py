@@ -325,7 +325,8 @@ class _Drawing:
             else:
                 self.bars[kind].set_facecolors([color])
         budget = budget_bytes(base, ex.budget)
-        peak = float(r.peak_bytes) if r is not None else 0.0
+        # an infeasible result's peak (where it stopped) does not move the scale
+        peak = float(r.peak_bytes) if r is not None and r.feasible else 0.0
         top = max(float(base.keep_all_peak), peak, budget)  # one scale per problem: the budget line moves
         bu, bs = report._byte_unit(top)
         membytes = r.memory_bytes if r is not None else np.zeros(0)

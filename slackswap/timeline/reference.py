@@ -186,7 +186,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
                 kind = sched.kinds[s]
                 name = g.ops[sched.ops[s]].name if sched.ops[s] >= 0 else "optimizer"
                 return _infeasible(problem, plan, f"step {s} ({kind} {name}) needs {int(need)} bytes "
-                                   f"> budget {int(budget)} with no pending copy left to free")
+                                   f"> budget {int(budget)} with no pending copy left to free", int(need))
             i = pend.pop(0)
             start = max(start, d2h_end[i])
             pend_bytes -= sizes[q[i]]
@@ -277,9 +277,9 @@ def _busy(starts_sorted, d2h_end, t: float, tol: float) -> bool:
     return i >= 0 and d2h_end[i] > t + tol
 
 
-def _infeasible(problem, plan: Plan, reason: str) -> SimResult:
+def _infeasible(problem, plan: Plan, reason: str, need: int) -> SimResult:
     return SimResult(feasible=False, step_time_s=math.inf, ideal_step_time_s=problem.ideal_step_s,
-                     peak_bytes=0, budget_bytes=float(problem.budget_bytes), counts=plan.counts(),
+                     peak_bytes=need, budget_bytes=float(problem.budget_bytes), counts=plan.counts(),
                      reason=reason)
 
 

@@ -25,7 +25,8 @@ class Event:
 @dataclass(frozen=True)
 class SimResult:
     """The timeline of one step under one plan. ``feasible`` is False when some allocation can
-    never fit the budget; then ``reason`` names the step and the bytes, and times are ``inf``."""
+    never fit the budget; then ``reason`` names the step and the bytes, times are ``inf`` and
+    ``peak_bytes`` is those bytes (more than the budget: ``fits`` is False)."""
 
     feasible: bool
     step_time_s: float

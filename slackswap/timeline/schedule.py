@@ -72,10 +72,18 @@ def default_d2h_order(graph: Graph, swapped) -> list[int]:
 
 
 def compile_schedule(graph: Graph, decisions: dict[int, Decision],
-                     hold_points: dict[int, int] | None = None) -> Schedule:
+                     hold_points: dict[int, int] | None = None, *,
+                     regions: dict[int, object] | None = None,
+                     cached: frozenset[int] = frozenset()) -> Schedule:
     """Build the ``Schedule`` of ``graph`` under ``decisions`` (planning tensor id -> Decision)
     and ``hold_points`` (tensor id -> stage from which a regenerated copy is held; above it a copy
-    is freed after its last read in its stage: multi-level recompute, docs/timeline.md 3)."""
+    is freed after its last read in its stage: multi-level recompute, docs/timeline.md 3).
+
+    ``regions`` (op id -> region label; ``region_schedule`` builds the arguments): replay as
+    selective activation checkpointing does (docs/timeline.md, "Checkpointed regions"): at the
+    first backward stage of a region that unpacks something, the region's ops up to the last one
+    that made a tensor the region's backward saves are re-run in forward order, except the
+    ``cached`` ops."""
     ops, tensors = graph.ops, graph.tensors
     n = len(ops)
     kinds: list[str] = [FWD] * n
@@ -133,9 +141,13 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision],
             resident.add(t)
             return
         p = tensors[t].producer
-        op = ops[p]
-        for x in dict.fromkeys(op.inputs):
+        for x in dict.fromkeys(ops[p].inputs):
             need(x)
+        rerun(p)
+
+    def rerun(p: int) -> None:
+        """Append the re-run of op ``p`` (its inputs resident)."""
+        op = ops[p]
         s = add_step(REC, p)
         recomputed.append(p)
         for x in dict.fromkeys(op.inputs):
@@ -150,11 +162,30 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision],
         if op.workspace_bytes:
             intervals.append((s, s, op.workspace_bytes, f"ws:{op.name}"))
 
+    replay_upto: dict[object, int] = {}  # region -> last op re-run when it is replayed
+    region_ops: dict[object, list[int]] = {}
+    if regions:
+        for o in sorted(regions):
+            region_ops.setdefault(regions[o], []).append(o)
+        for o, r in regions.items():
+            for t in ops[o].saves:
+                p = tensors[t].producer
+                if p is not None and regions.get(p) == r:
+                    replay_upto[r] = max(replay_upto.get(r, -1), p)
+    replayed: set = set()
     grad_from: dict[int, int] = {}
     for j in range(n - 1, -1, -1):
         cur_stage[0] = j
         op = ops[j]
         saves = list(dict.fromkeys(op.saves))
+        r = regions.get(j) if regions else None
+        if r is not None and saves and r not in replayed:
+            replayed.add(r)
+            for o in region_ops[r]:
+                if o <= replay_upto.get(r, -1) and o not in cached:
+                    for x in dict.fromkeys(ops[o].inputs):
+                        need(x)
+                    rerun(o)
         for t in saves:
             need(t)
         s = add_step(BWD, j)

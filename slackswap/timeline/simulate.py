@@ -183,7 +183,8 @@ def _schedule(g, schedule: Schedule | None) -> Schedule | None:
     return schedule
 
 
-def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | None = None) -> SimResult:
+def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | None = None,
+             regions: dict | None = None, swap: str = "save") -> SimResult:
     """Simulate one training step of ``problem`` under ``plan``.
 
     Returns a ``SimResult``; an impossible allocation is a result with ``feasible=False`` and a
@@ -192,7 +193,13 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
     plan's ``compile_schedule(problem.graph, plan.decisions, plan.hold_points)`` when the caller
     has it already (a search that compiled it to prune by memory), so it is not compiled twice;
     it is trusted to be that one (only its number of forward steps is checked: ``PlanError``).
+    ``regions`` (op id -> region label, e.g. ``timeline.regions.layer_regions(graph)``): judge the
+    plan as selective activation checkpointing of those regions runs it (``slackswap.torch.policy``;
+    docs/timeline.md, "Checkpointed regions"), a SWAP inside a region as ``swap`` says
+    (``"save"`` or ``"recompute"``); the result's counts are the decisions as they run.
     """
+    if regions is not None:
+        return _simulate_regions(problem, plan, detail, schedule, regions, swap)
     validate(problem, plan)
     run = _Run(problem, plan, _schedule(problem.graph, schedule))
     run.raise_bad_issue_point()
@@ -203,7 +210,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
         name = g.ops[o].name if o >= 0 else "optimizer"
         return _infeasible(problem, run.counts(),
                            f"step {s} ({_KINDS[run.kind[s]]} {name}) needs {int(run.x)} bytes "
-                           f"> budget {int(budget)} with no pending copy left to free")
+                           f"> budget {int(budget)} with no pending copy left to free", int(run.x))
     if run.code == 3:
         raise PlanError(f"plan.d2h_order: tensor {run.a} cannot be copied out before it is needed")
     step_time = float(run.E[-1])
@@ -221,6 +228,20 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
         swapped_bytes=int(run.ga.bytes[run.sw_lf >= 0].sum()), counts=run.counts(), events=events,
         memory_times=run.times if detail else np.zeros(0),
         memory_bytes=run.curve if detail else np.zeros(0), reason="")
+
+
+def _simulate_regions(problem, plan, detail, schedule, regions, swap) -> SimResult:
+    from .regions import region_schedule  # the checkpointed-regions option only
+
+    validate(problem, plan)
+    if schedule is not None:
+        raise PlanError("schedule=...: not with regions=...; the regions make the schedule")
+    if plan.hold_points:
+        raise PlanError("plan.hold_points: not with regions=...; a checkpointed region is replayed "
+                        "once, at its first backward use")
+    planning, sched = region_schedule(problem.graph, plan.decisions, regions, swap)
+    return simulate(problem, Plan(planning, problem_key=plan.problem_key), detail=detail,
+                    schedule=sched)
 
 
 def keep_all_peak_of(graph, costs) -> int:
@@ -256,9 +277,10 @@ def _events(run: _Run) -> tuple[Event, ...]:
     return tuple(evs)
 
 
-def _infeasible(problem, counts: dict[str, int], reason: str) -> SimResult:
+def _infeasible(problem, counts: dict[str, int], reason: str, need: int) -> SimResult:
+    """``peak_bytes``: what the step that cannot fit needs (docs/timeline.md)."""
     return SimResult(feasible=False, step_time_s=math.inf, ideal_step_time_s=problem.ideal_step_s,
-                     peak_bytes=0, budget_bytes=float(problem.budget_bytes), counts=counts,
+                     peak_bytes=need, budget_bytes=float(problem.budget_bytes), counts=counts,
                      reason=reason)
 
 

@@ -3,8 +3,9 @@
 * A call whose outputs all alias its inputs' storages (views, ``detach``, ``split``) is folded:
   it becomes no op; its backward work goes to the op that wrote the storage it views.
 * An in-place call on a storage that no other op has read since its writer ran (``bernoulli_``
-  after ``empty_like``, ``relu_`` after a norm) is fused into that writer; any other in-place call
-  is an op of its own whose output is a new version of the storage.
+  after ``empty_like``, ``relu_`` after a norm) is fused into that writer when every other tensor
+  it reads existed before the writer ran; any other in-place call is an op of its own whose output
+  is a new version of the storage.
 * Every other call is one op; each storage it creates is one graph tensor (bytes: the storage).
 * Parameters and buffers are no graph tensors (they are ``static_bytes``); step inputs and
   tensors created outside the step are tensors with ``producer=None``.
@@ -79,8 +80,9 @@ def assemble(rec, *, inputs, excluded, start_seq):
     """Ops (``_Op``) and tensors (``(name, bytes, producer, kind)``), the pack order (tensor and
     op of every pack call), the backward totals no op could be charged with, and per call the
     graph tensors it made (the storages it created, in output order, then the new versions of the
-    storages it wrote in place; empty for a folded or fused call):
-    ``(ops, tensors, (pack_order, pack_op), unattributed, made)``.
+    storages it wrote in place; empty for a folded or fused call), and per call the op it is or
+    was fused into (-1 for a folded call): ``(ops, tensors, (pack_order, pack_op), unattributed,
+    made, call_ops)``.
 
     ``inputs``: ``[(storage key, name, bytes)]`` of the step inputs; ``excluded``: storage keys of
     parameters and buffers.
@@ -92,6 +94,7 @@ def assemble(rec, *, inputs, excluded, start_seq):
     ops: list[_Op] = []
     owner: list[int | None] = []      # per call: the op it was charged to
     made: list[tuple[int, ...]] = []  # per call: the graph tensors it made
+    folded: set[int] = set()          # calls folded into another op (no op of their own)
     for key, name, nb in inputs:
         cur[key] = len(tensors)
         tensors.append([name, nb, None, "input"])
@@ -117,10 +120,16 @@ def assemble(rec, *, inputs, excluded, start_seq):
             ws = [writer[k] for k in c.ins if k in writer]
             owner.append(ws[-1] if ws else (len(ops) - 1 if ops else None))
             made.append(())
+            folded.add(ci)
             continue
         if not outs and writes and len({writer.get(k) for k in writes}) == 1:
             w = writer.get(writes[0])
-            if w is not None and all(readers.get(k, set()) <= {w} for k in writes):
+            # fused only when nobody read the storage since ``w`` wrote it and every other input
+            # existed before ``w`` ran (``s = a(x); t = b(x); s += t`` reads ``t``, made after
+            # ``s``: fused into ``a``, op ``a`` would read a tensor of a later op)
+            if w is not None and all(readers.get(k, set()) <= {w} for k in writes) and all(
+                    cur.get(k) is None or tensors[cur[k]][2] is None or tensors[cur[k]][2] < w
+                    for k in c.ins if k not in writes and k not in excluded):
                 op = ops[w]             # fuse the in-place call into the op that wrote the storage
                 op.atens.append(name)
                 op.flops += c.flops
@@ -194,4 +203,5 @@ def assemble(rec, *, inputs, excluded, start_seq):
         ops[oid].bwd_flops += flops
         ops[oid].bwd_bytes += nb
         ops[oid].bwd_s += dt
-    return ops, tensors, (pack_order, pack_op), tuple(unattributed), tuple(made)
+    return ops, tensors, (pack_order, pack_op), tuple(unattributed), tuple(made), \
+        tuple(-1 if o is None or ci in folded else o for ci, o in enumerate(owner))

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-from ..core.errors import ExecutionError, PlanError
+from ..core.errors import ExecutionError, ParameterError, PlanError
+from ..core.graph import Graph
 from ..core.plan import check_hold_points, problem_key
 
 
 def check_plan(plan, graph) -> None:
     """Raise unless ``graph`` is a traced graph and ``plan`` decides exactly its planning tensors."""
+    if not isinstance(graph, Graph):
+        raise ParameterError(f"graph: expected the Graph of slackswap.torch.trace; got "
+                             f"{type(graph).__name__}")
     info = graph.spec
     if not hasattr(info, "pack_order") or not hasattr(info, "aten_ops"):
         raise ExecutionError(f"graph: {graph.name!r} is not a traced graph (slackswap.torch.trace); "
                              "apply needs its pack order and aten ops")
+    check_decisions(plan, graph)
+
+
+def check_decisions(plan, graph) -> None:
+    """Raise ``PlanError`` unless ``plan`` decides exactly the planning tensors of ``graph`` (and
+    its hold points are valid there)."""
     if plan.problem_key is not None and plan.problem_key != problem_key(graph):
         raise PlanError(f"plan: made for another graph (key {plan.problem_key}, {graph.name!r} has "
                         f"{problem_key(graph)})")
@@ -28,7 +38,6 @@ def check_device(device, where: str):
     ``cuda:N`` and ``mps`` are checked before any work, so a missing driver is one line."""
     import torch
 
-    from ..core.errors import ParameterError
     if isinstance(device, torch.device):
         dev = device
     else:

@@ -25,6 +25,8 @@ class TraceInfo:
     * ``call_tensors[i]``: the graph tensors aten call ``i`` made: the storages it created (in
       output order), then the new versions of the storages it wrote in place; empty for a call
       folded into another op. The executor names the storages of a run by it (multi-level plans).
+    * ``call_ops[i]``: the graph op aten call ``i`` is, or the op its in-place write was fused
+      into; -1 for a call folded away (views, writes to parameters or buffers).
     * ``op_times_s``: measured ``(fwd, bwd)`` seconds per graph op (cpu/cuda traces), else None.
     * ``kernels``: ``"cuda"`` when attention and dropout ran as the CUDA kernels (flash attention,
       ``native_dropout``), ``"native"`` when they ran as PyTorch chose on the trace device.
@@ -42,6 +44,7 @@ class TraceInfo:
     seq: int | None = None
     aten_ops: tuple[str, ...] = ()
     call_tensors: tuple[tuple[int, ...], ...] = ()
+    call_ops: tuple[int, ...] = ()
     params: int = 0
     fwd_flops: float = 0.0
     bwd_flops: float = 0.0

@@ -46,6 +46,19 @@ def simulated_saved_peak(graph, plan, issue_points: dict[int, int]) -> int:
     return peak_of(spans, sched.n_steps)
 
 
+def issue_stages(graph, plan, problem=None, issue_points=None, sched=None) -> dict[int, int]:
+    """The issue stage of every swapped tensor of ``plan`` as ``apply`` uses it: ``issue_points``
+    when given, else as ``simulate`` places them on ``problem``, else the plan's own points and
+    first use for the rest."""
+    sched = sched or schedule(graph, plan)
+    if issue_points is None and problem is not None:
+        issue_points = resolved_issue_points(problem, plan, sched if problem.graph is graph else None)
+    elif issue_points is None:
+        issue_points = dict(plan.issue_points)
+    first = first_use_stages(graph, plan, sched)
+    return {t: issue_points.get(t, first[t]) for t in plan.ids(Decision.SWAP) if t in first}
+
+
 def schedule(graph, plan):
     """The simulator's compiled schedule of ``plan`` (``timeline.compile_schedule``), to pass to
     the functions below when several are needed, so it is compiled once."""

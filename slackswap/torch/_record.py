@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -41,7 +42,9 @@ class StorageRec:
     last_read_step: int = 0
     read_since_write: bool = False
     tid: int | None = None                      # graph tensor id, once packed
+    tid_version: int = 0                        # the storage version that tensor is
     versions: dict = field(default_factory=dict)  # version -> graph tensor id (from the trace)
+    weak: object = None                         # StorageWeakRef: expired once the storage is freed
 
 
 @dataclass(eq=False)
@@ -95,11 +98,22 @@ class Recorder(TorchDispatchMode):
         self.step = 0               # forward calls that made or wrote a storage
         self.live: dict[int, StorageRec] = {}
         self.extra: list[str] = []  # calls after the traced forward, before the backward pass
+        self.hint = ""              # put before a mismatch message (a graph traced on meta)
+
+    def lookup(self, k) -> StorageRec | None:
+        """The record of the live storage with key ``k``: None when there is none, or when the
+        storage recorded there has been freed (its address may now hold a tensor made outside
+        the recorder, such as a constant from ``torch.tensor``; it must not be taken for it)."""
+        rec = self.live.get(k) if k is not None else None
+        if rec is not None and rec.weak is not None and rec.weak.expired():
+            del self.live[k]
+            return None
+        return rec
 
     def check_complete(self) -> None:
         extra = [f for f in self.extra if f != "aten.ones_like.default"]
         if self.expected is not None and (self.n_calls != len(self.expected) or extra):
-            raise ExecutionError(f"model: the step ran {self.n_calls + len(extra)} aten ops in its forward pass, "
+            raise ExecutionError(f"{self.hint}model: the step ran {self.n_calls + len(extra)} aten ops in its forward pass, "
                                  f"its trace {len(self.expected)}; the model or its inputs differ "
                                  "from the traced ones")
 
@@ -114,7 +128,7 @@ class Recorder(TorchDispatchMode):
                     self.extra.append(str(func))
                 return func(*args, **kwargs)
             if self.expected[i] != str(func):
-                raise ExecutionError(f"model: aten op {i} of the step is {func}, its trace has "
+                raise ExecutionError(f"{self.hint}model: aten op {i} of the step is {func}, its trace has "
                                      f"{self.expected[i]}; "
                                      "the model or its input shapes differ from the traced ones")
             self.n_calls += 1
@@ -132,7 +146,7 @@ class Recorder(TorchDispatchMode):
             if isinstance(x, torch.Tensor):
                 k = storage_key(x)
                 in_keys.add(k)
-                rec = self.live.get(k) if k is not None else None
+                rec = self.lookup(k)
                 if rec is not None:
                     call.leaves.append(describe(x, rec))
                 else:
@@ -151,7 +165,12 @@ class Recorder(TorchDispatchMode):
             if k in in_keys:
                 if mutable and k in self.live:
                     rec = self.live[k]
-                    call.fused = not rec.read_since_write
+                    w_step = rec.calls[-1][0].step
+                    # as the trace fuses it (_assemble.py): unread since its write, and every
+                    # other input written before the writer ran
+                    call.fused = not rec.read_since_write and all(
+                        q not in self.live or q == k or self.live[q].calls[-1][0].step < w_step
+                        for q in in_keys)
                     rec.calls.append((call, i))
                     rec.read_since_write = False
                     wrote.append(rec)
@@ -160,7 +179,7 @@ class Recorder(TorchDispatchMode):
             if any(r.key == k for _, r in call.created):
                 continue   # a second output on a storage this call just made
             rec = StorageRec(k, y.untyped_storage().nbytes(), created_step=self.step,
-                             last_read_step=self.step)
+                             last_read_step=self.step, weak=StorageWeakRef(y.untyped_storage()))
             rec.calls.append((call, i))
             call.created.append((i, rec))
             self.live[k] = rec

@@ -71,14 +71,8 @@ class Execution:
         self.dec = dict(plan.decisions)
         self.device = next((p.device for p in model.parameters()), torch.device("cpu"))
         self.cuda = self.device.type == "cuda"
-        swaps = plan.ids(Decision.SWAP)
         sched = _ledger.schedule(graph, plan)       # compiled once for what follows
-        if issue_points is None and problem is not None:
-            issue_points = _ledger.resolved_issue_points(problem, plan, sched if problem.graph is graph else None)
-        elif issue_points is None:
-            issue_points = dict(plan.issue_points)
-        first = _ledger.first_use_stages(graph, plan, sched)
-        self.issue = {t: issue_points.get(t, first[t]) for t in swaps if t in first}
+        self.issue = _ledger.issue_stages(graph, plan, problem, issue_points, sched)
         self.h2d_queue = [t for t in _ledger.h2d_order(graph, plan, sched) if t in self.issue]
         self.pack_op = _ledger.pack_ops(graph)
         self.track = track
@@ -94,6 +88,15 @@ class Execution:
         self.rec = Recorder(expected=self.info.aten_ops or None,
                             made=self.info.call_tensors if self.hold else None) if needs_rec else None
         self.stats = ExecStats(decisions=_ledger.count_decisions(plan))
+        self.hint = ""
+        if self.info.device == "meta" and self.device.type != "meta":
+            # a step that does not match its trace: first the likely cause (docs/executor.md)
+            dev = self.device.type
+            self.hint = (f"graph: traced on meta (kernels={self.info.kernels!r}), this step runs on "
+                         f"{dev}, where PyTorch may run other kernels; trace the model with "
+                         f"device={dev!r} to apply plans on {dev}. ")
+            if self.rec is not None:
+                self.rec.hint = self.hint
         self.k = 0
         self.backward = False
         self.keep: dict[int, torch.Tensor] = {}      # KEEP tensors a replay may read
@@ -101,6 +104,7 @@ class Execution:
         self.buffers = frozenset(storage_key(b) for b in model.buffers())
         self.host: dict[int, tuple] = {}             # SWAP: tid -> (host buffer, d2h event)
         self.cache: dict[tuple, torch.Tensor] = {}   # fetched / rebuilt storages (flat or base)
+        self.passing: dict[tuple, tuple] = {}        # storage versions a rebuild is passing through
         self.h2d_done: dict[tuple, object] = {}      # CUDA: prefetches not yet waited for
         self.uses: Counter = Counter()
         self.first_step: dict[int, int] = {}         # planning tid -> forward step it was made
@@ -170,7 +174,7 @@ class Execution:
             return t
         order = self.info.pack_order
         if k >= len(order):
-            raise ExecutionError(f"model: the step saves more tensors than its trace ({len(order)}); "
+            raise ExecutionError(f"{self.hint}model: the step saves more tensors than its trace ({len(order)}); "
                                  "the model or its input shapes differ from the traced ones")
         self.stats.packs += 1
         self._host_point()
@@ -179,13 +183,13 @@ class Execution:
             return t
         nb = t.untyped_storage().nbytes()
         if nb != self.graph.tensors[tid].bytes:
-            raise ExecutionError(f"model: saved tensor {k} has {nb} bytes, the trace's tensor {tid} "
+            raise ExecutionError(f"{self.hint}model: saved tensor {k} has {nb} bytes, the trace's tensor {tid} "
                                  f"({self.graph.tensors[tid].name}) {self.graph.tensors[tid].bytes}; "
                                  "the model or its input shapes differ from the traced ones")
         d = self.dec[tid]
-        rec = self.rec.live.get(storage_key(t)) if self.rec is not None else None
+        rec = self.rec.lookup(storage_key(t)) if self.rec is not None else None
         if rec is not None:
-            rec.tid = tid
+            rec.tid, rec.tid_version = tid, len(rec.calls)
             self.tid_rec.setdefault(tid, rec)
         self.uses[("t", tid)] += 1
         if self.track and tid not in self.first_step:
@@ -229,7 +233,7 @@ class Execution:
         self.backward = True
         n = len(self.info.pack_order)
         if self.k != n:
-            raise ExecutionError(f"model: the step saved {self.k} tensors, its trace {n}; the model or "
+            raise ExecutionError(f"{self.hint}model: the step saved {self.k} tensors, its trace {n}; the model or "
                                  "its input shapes differ from the traced ones")
         if self.rec is not None:
             self.rec.check_complete()
@@ -267,7 +271,9 @@ class Execution:
     def _key(self, ref: Ref) -> tuple:
         """Cache key of what a replay reads: a planning tensor by decision, else a storage."""
         tid = ref.rec.tid
-        if tid is None:
+        if tid is None or ref.version != ref.rec.tid_version:
+            # not a planning tensor, or an earlier version of one's storage (``shifted == -100``
+            # before ``shifted.masked_fill_``): rebuilt like any intermediate
             return ("r", id(ref.rec), ref.version)
         if self.dec[tid] is Decision.KEEP:
             return ("k", tid)
@@ -363,6 +369,8 @@ class Execution:
 
     def _rebuild(self, rec, version, key):
         if key in self.cache:
+            if key in self.passing:
+                self._skip(*self.passing.pop(key))
             return self.cache[key]
         base = None
         for i, (call, out_i) in enumerate(rec.calls[:version]):
@@ -372,7 +380,21 @@ class Execution:
                 if ref.rec is rec:
                     return view_of(base, ref)
                 return view_of(self._input(ref), ref)
-            outs = replay(call, resolve, self.buffers)
+            # while call i re-runs, the storage is at version i: an input of the call that reads
+            # that version (``masked_fill_(shifted == -100, ...)`` reads ``shifted`` before the
+            # write) is given this copy instead of a second rebuild of the same calls
+            passing = ("r", id(rec), i) if i and (rec.tid is None or rec.tid_version != i) else None
+            if passing is not None and passing not in self.cache:
+                self.cache[passing] = base
+                self.passing[passing] = (rec, i)
+            else:
+                passing = None
+            try:
+                outs = replay(call, resolve, self.buffers)
+            finally:
+                if passing is not None:
+                    self.cache.pop(passing, None)
+                    self.passing.pop(passing, None)
             s = self.step
             self.step += 1
             self.stats.recomputed_ops += not call.fused
@@ -382,17 +404,26 @@ class Execution:
             if i == 0:
                 base = outs[out_i]
                 for j, other in call.created:   # the re-run also made these: keep the needed ones
-                    if other is not rec and (other.tid is None or self.dec[other.tid] is Decision.RECOMPUTE):
-                        k2 = ("t", other.tid) if other.tid is not None else ("r", id(other), 1)
+                    planned = other.tid is not None and other.tid_version == 1
+                    if other is not rec and (not planned or self.dec[other.tid] is Decision.RECOMPUTE):
+                        k2 = ("t", other.tid) if planned else ("r", id(other), 1)
                         if k2 not in self.cache and len(other.calls) == 1 and \
                                 (self.uses[k2] > 0 if not self.hold else self._made(k2, other, 1)):
                             self.cache[k2] = outs[j]
                             self._alloc(k2, other.tid, s)
         self.cache[key] = base
-        self._alloc(key, rec.tid, self.step - 1)
+        self._alloc(key, key[1] if key[0] == "t" else None, self.step - 1)
         if self.hold:
             self._made(key, rec, version)
         return base
+
+    def _skip(self, rec, version):
+        """A rebuild of ``rec`` at ``version`` served by a copy passing through that version:
+        the reads its calls would have made, counted by ``_begin_backward``, are not made."""
+        for call, _ in rec.calls[:version]:
+            for ref in call.leaves:
+                if isinstance(ref, Ref) and ref.rec is not None and ref.rec is not rec:
+                    self._use(self._key(ref), self.step)
 
     def _made(self, key, rec, version) -> bool:
         """Multi-level plans: name the graph tensor of a rebuilt copy and mark it transient when

@@ -143,6 +143,10 @@ def trace(model: torch.nn.Module, example_inputs, loss_fn=None, *, device: str =
         rec.keep.append(t.untyped_storage())
         return t
 
+    # the step is real on cpu/cuda: batch-norm running statistics and other buffers it writes
+    # are put back afterwards, as the gradients and the mode are
+    buffers = [(mod, nm, b, b.detach().clone()) for mod in model.modules()
+               for nm, b in mod._buffers.items() if b is not None and not b.is_meta]
     handles = module_hooks(model, stack)
     was_training = model.training
     model.train()
@@ -171,15 +175,19 @@ def trace(model: torch.nn.Module, example_inputs, loss_fn=None, *, device: str =
         model.train(was_training)
         for p in params:
             p.grad = None
+        with torch.no_grad():
+            for mod, nm, b, saved in buffers:
+                mod._buffers[nm] = b     # a module that rebinds a buffer gets its own back
+                b.copy_(saved)
     del rec.packs[n_packs:]
-    ops_, tensors_, pack_order, unattributed, made = assemble(
+    ops_, tensors_, pack_order, unattributed, made, owner = assemble(
         rec, inputs=step_inputs, excluded=excluded, start_seq=start_seq)
-    return _graph(model, rec, ops_, tensors_, pack_order, unattributed, made, layer_of=layer_of,
+    return _graph(model, rec, ops_, tensors_, pack_order, unattributed, made, owner, layer_of=layer_of,
                   name=name, device=device, kernels=kernels, n_params=n_params,
                   inputs=inputs, t_start=t_start)
 
 
-def _graph(model, rec, ops_, tensors_, pack_order, unattributed, made, *, layer_of, name, device,
+def _graph(model, rec, ops_, tensors_, pack_order, unattributed, made, owner, *, layer_of, name, device,
            kernels, n_params, inputs, t_start) -> Graph:
     names: dict[str, int] = {}
     classes = {n: type(m).__name__.lower() for n, m in model.named_modules()}
@@ -212,7 +220,8 @@ def _graph(model, rec, ops_, tensors_, pack_order, unattributed, made, *, layer_
         op_times_s=None if device == "meta" else tuple((o.fwd_s, o.bwd_s) for o in ops_),
         name=name or type(model).__name__, dtype=_DTYPES.get(dtype, "fp32"),
         batch=shape[0] if len(shape) >= 1 else None, seq=shape[1] if len(shape) >= 2 else None,
-        aten_ops=tuple(str(c.func) for c in rec.calls), call_tensors=made, params=n_params,
+        aten_ops=tuple(str(c.func) for c in rec.calls), call_tensors=made, call_ops=owner,
+        params=n_params,
         fwd_flops=sum(o.flops for o in ops_), bwd_flops=sum(o.bwd_flops for o in ops_),
         unattributed_bwd_flops=unattributed[0], kernels=kernels,
         trace_s=time.perf_counter() - t_start)
