@@ -60,3 +60,20 @@ def build(name):
     model, inputs = MODELS[name]()
     model.train()
     return model, inputs
+
+
+def traced_with_reference(model, inputs):
+    """``(graph, reference gradients)``: ``model`` traced on CPU with ``inputs`` (a tuple or a dict
+    of keyword arguments), and the parameter gradients of one plain step of a deep copy of it
+    (the default loss), to compare a planned step's gradients with."""
+    import copy
+
+    from slackswap.torch import trace
+    from slackswap.torch.trace import _default_loss
+
+    graph = trace(model, inputs, device="cpu")
+    ref = copy.deepcopy(model)
+    args = tuple(inputs.values()) if isinstance(inputs, dict) else inputs
+    out = ref(**inputs) if isinstance(inputs, dict) else ref(*inputs)
+    _default_loss(out, *args).backward()
+    return graph, [p.grad for p in ref.parameters()]

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from exec_models import build  # noqa: E402
+from exec_models import build, traced_with_reference  # noqa: E402
 
 from slackswap import Decision, Plan, PlanError, Problem, planners  # noqa: E402
 from slackswap.core.errors import ConfigError, ExecutionError  # noqa: E402
@@ -21,7 +21,6 @@ from slackswap.torch import (  # noqa: E402
     run_step,
     trace,
 )
-from slackswap.torch.trace import _default_loss  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")   # small models: one intra-op thread (conftest.py)
 
@@ -31,12 +30,8 @@ _CACHE = {}
 def _setup(name):
     if name not in _CACHE:
         model, inputs = build(name)
-        graph = trace(model, inputs, device="cpu")
-        ref = copy.deepcopy(model)
-        args = tuple(inputs.values()) if isinstance(inputs, dict) else inputs
-        out = ref(**inputs) if isinstance(inputs, dict) else ref(*inputs)
-        _default_loss(out, *args).backward()
-        _CACHE[name] = (model, inputs, graph, [p.grad for p in ref.parameters()])
+        graph, grads = traced_with_reference(model, inputs)
+        _CACHE[name] = (model, inputs, graph, grads)
     return _CACHE[name]
 
 

@@ -9,11 +9,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from exec_models import traced_with_reference  # noqa: E402
+
 from slackswap import Decision, Plan, Problem, planners  # noqa: E402
 from slackswap.core.errors import ExecutionError, ParameterError, PlanError  # noqa: E402
 from slackswap.timeline.schedule import compile_schedule  # noqa: E402
 from slackswap.torch import _ledger, run_step, simulated_saved_peak, trace  # noqa: E402
-from slackswap.torch.trace import _default_loss  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")   # small models: one intra-op thread
 
@@ -74,12 +75,8 @@ def _setup(name):
         torch.manual_seed(0)
         model, inputs = {"add_later": _add_later, "t5": _t5, "bart": _bart}[name]()
         model.train()
-        graph = trace(model, inputs, device="cpu")
-        ref = copy.deepcopy(model)
-        args = tuple(inputs.values()) if isinstance(inputs, dict) else inputs
-        out = ref(**inputs) if isinstance(inputs, dict) else ref(*inputs)
-        _default_loss(out, *args).backward()
-        _CACHE[name] = (model, inputs, graph, [p.grad for p in ref.parameters()])
+        graph, grads = traced_with_reference(model, inputs)
+        _CACHE[name] = (model, inputs, graph, grads)
     return _CACHE[name]
 
 

@@ -30,7 +30,7 @@ from ..core.limits import parse_budget
 from ..core.paths import data_dir
 from ..timeline import simulate
 from ..timeline.problem import Problem
-from .fit import Calibration, check_hardware_out, fit  # the search itself
+from .fit import Calibration, check_hardware_out, fit, relative_residuals  # the search itself
 from .options import check_calibrate
 from .parameters import PARAMETERS, Parameter, apply, bounds_for  # noqa: F401 - calibrate's API
 from .search import RowEvaluator, fit_workload
@@ -173,12 +173,7 @@ class _Evaluator:
         return self.cache[key]
 
     def residuals(self, values: dict) -> np.ndarray:
-        sim = self(values)
-        tgt = np.array([t.value for t in self.targets])
-        w = np.sqrt([t.weight for t in self.targets])
-        with np.errstate(invalid="ignore"):
-            r = (sim - tgt) / tgt
-        return np.where(np.isfinite(r), r, 1.0) * w   # an infeasible row counts as 100% off
+        return relative_residuals(self(values), self.targets)
 
 
 def simulated_targets(rows, hardware, planner_params=None) -> list[Target]:

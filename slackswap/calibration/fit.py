@@ -260,3 +260,15 @@ def check_hardware_out(path, allow_presets: bool = False, overwrite: bool = Fals
     if path.exists() and not overwrite:
         raise ConfigError(f"calibrate.out: {path} exists; pass overwrite=True (CLI --force) to replace it")
     return path
+
+
+def relative_residuals(sim, targets) -> np.ndarray:
+    """The weighted relative residuals of simulated values ``sim`` against ``targets`` (rows with
+    ``value`` and ``weight``): ``sqrt(weight) * (sim - value) / value``; an infeasible row (a
+    value that is not finite) counts as 100% off."""
+    tgt = np.array([t.value for t in targets])
+    w = np.sqrt([t.weight for t in targets])
+    with np.errstate(invalid="ignore"):
+        r = (np.asarray(sim, dtype=float) - tgt) / tgt
+    return np.where(np.isfinite(r), r, 1.0) * w
+

@@ -29,7 +29,7 @@ from ..core import costs
 from ..core.errors import BudgetError, SlackSwapError
 from ..timeline import simulate
 from ..timeline.problem import Problem
-from .fit import _simplex, _to_unit, _to_value, fit
+from .fit import _simplex, _to_unit, _to_value, fit, relative_residuals
 from .parameters import PARAMETERS, apply, bounds_for
 from .workload import WORKLOAD, candidates, label
 
@@ -112,12 +112,7 @@ class Fixed:
         return self.cache[key]
 
     def residuals(self, values: dict) -> np.ndarray:
-        sim = self(values)
-        tgt = np.array([t.value for t in self.targets])
-        w = np.sqrt([t.weight for t in self.targets])
-        with np.errstate(invalid="ignore"):
-            r = (sim - tgt) / tgt
-        return np.where(np.isfinite(r), r, 1.0) * w
+        return relative_residuals(self(values), self.targets)
 
 
 def check_workload(rev: RowEvaluator, names) -> None:
