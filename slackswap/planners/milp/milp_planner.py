@@ -33,6 +33,8 @@ from ...mip.backends import BACKENDS, solve, solve_highs
 from ...mip.formulation import BuildTimeout, build
 from ...timeline import simulate
 from ..base import Parameterised, Tags, available, check_params, get, register
+from ..dp import multilevel_plan
+from . import chain as _chain_path
 from . import incumbent as _improve  # incumbent.improve looked up at call time (tests replace it)
 from .beyond import Settings, aggregate_plan, beyond_exact
 from .clock import MIN_TIME_LIMIT_S, SOLVER_START_S, WARM_SHARE, Clock, Deadline, bound_fits
@@ -186,6 +188,9 @@ class MilpPlanner(Parameterised):
         aggregate_rows: bool = Field(True, description=(
             "add the aggregated relaxation's rows to the exact model (not with solver='cpsat')"))
         hold_points: bool = Field(False, description="search multi-level plans too (plans may carry hold points)")
+        chain_recursion: bool = Field(True, description=(
+            "on a simple chain without SWAP, solve by the exact checkpointing recursion instead: plan and "
+            "proof over every plan, hold points included (docs/milp.md, \"Simple chains, recompute only\")"))
         aggregate_solver: Literal[AGGREGATE_SOLVERS + ("auto",)] = Field("auto", description=(
             "solver of the aggregated MILP; 'auto': HiGHS, with SCIP beside it under a time limit of at least "
             "BACKGROUND_SCIP_MIN_S on a model above SMALL_AGGREGATE_TENSORS planning tensors"))
@@ -235,6 +240,11 @@ class MilpPlanner(Parameterised):
                 raise SlackSwapError(f"{which} needs ortools: pip install slackswap[ortools]") from None
         wall = clock.wall
         limit = self.time_limit_s
+        if self.chain_recursion:
+            xs = _chain_path.applies(problem, self.allow_swap, self.allow_recompute)
+            done = _chain_path.chain_plan(problem, xs, self.name, self.params, wall) if xs else None
+            if done is not None:
+                return done
         # the post-processing (fixed-integer LP, two simulations) gets POST_SHARE of the limit
         deadline = clock.solve_deadline
         warm, src = self._warm(problem, clock.at(WARM_SHARE)) if self.warm_start else (None, "")
@@ -288,6 +298,9 @@ class MilpPlanner(Parameterised):
             if warm is not None:     # cannot happen if the model is exact: say so rather than hide it
                 return self._fallback(problem, warm, src, None, size, wall,
                                       f"model/simulator mismatch: {why}, but the warm start fits", Status.FEASIBLE)
+            multi = self._multilevel_fallback(problem, size, wall, why)
+            if multi is not None:
+                return multi
             return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
                         problem_key=problem.key,
                         info=SolveInfo(Status.INFEASIBLE, wall_s=wall(), model_size=size,
@@ -345,6 +358,27 @@ class MilpPlanner(Parameterised):
         msgs.append(self._among(True).lstrip("; "))
         return plan.with_info(status=status, objective=obj, lower_bound=bound, gap=gap,
                               wall_s=wall(), model_size=size, message="; ".join(m for m in msgs if m))
+
+    def _multilevel_fallback(self, problem, size, wall, why: str):
+        """Where the exact model without hold points is infeasible, ``dp-checkpoint``'s multi-level
+        plan when it fits (status FEASIBLE, bound: ``lower_bound``, which holds for every plan),
+        so that INFEASIBLE is never returned while a plan of ours fits; else None."""
+        if self.hold_points or not self.allow_recompute:
+            return None
+        best = multilevel_plan(problem)
+        if best is None:
+            return None
+        r = simulate(problem, best, detail=False)
+        if not r.fits:
+            return None
+        bound = self._certified(problem, None)
+        bound = None if bound is None else min(bound, r.step_time_s)
+        return Plan(best.decisions, planner=self.name, params=self.params, problem_key=problem.key,
+                    hold_points=best.hold_points).with_info(
+            status=Status.FEASIBLE, objective=r.step_time_s, lower_bound=bound, gap=_gap(r.step_time_s, bound),
+            wall_s=wall(), model_size=size,
+            message=(f"no plan without hold points fits ({why}; proven); incumbent: dp-checkpoint's "
+                     "multi-level plan, not proven optimal (hold_points=True searches multi-level plans)"))
 
     def _among(self, order: bool) -> str:
         """Which plans the exact model's optimum and bound (``order``) or its infeasibility cover:
