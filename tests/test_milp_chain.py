@@ -118,15 +118,17 @@ def test_unit_chains_equal_the_brute_force_optimum_at_every_budget(n):
         assert _revolve.solve(_revolve.problem_needs(p, xs)).reruns == chain_multilevel_optimum(p), b
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(8))
 def test_chains_with_workspaces_sizes_and_costs_equal_the_brute_force_optimum(seed):
-    """Activations of 2 bytes, a step input and an output of other sizes, workspaces of 0-2 bytes,
-    forward costs of 1-4 s per op: the recursion's optimum is the brute-force optimum over every
-    KEEP/RECOMPUTE plan with any hold points, and its plan simulates to it."""
+    """Activations of 1-4 bytes (the state counts held bytes in units of their common divisor),
+    a step input of 0-2 bytes, some workspaces, forward costs of 1-4 s per op: the recursion's
+    optimum is the brute-force optimum over every KEEP/RECOMPUTE plan with any hold points, and
+    its plan simulates to it."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(3, 6))
-    g0 = chain(n, sizes=[2] * (n - 1) + [int(rng.integers(1, 4))], input_bytes=int(rng.integers(0, 3)))
-    g = Graph(g0.name, tuple(replace(op, workspace_bytes=int(rng.integers(0, 3))) for op in g0.ops), g0.tensors)
+    g0 = chain(n, sizes=[int(v) for v in rng.integers(1, 5, n)], input_bytes=int(rng.integers(0, 3)))
+    ws = [int(rng.integers(0, 3)) * int(rng.random() < 0.4) for _ in range(n)]
+    g = Graph(g0.name, tuple(replace(op, workspace_bytes=w) for op, w in zip(g0.ops, ws, strict=True)), g0.tensors)
     c = CostModel.unit(g)
     base = Problem.from_graph(g, replace(c, fwd_s=tuple(float(v) for v in rng.integers(1, 5, n))))
     xs = _revolve.simple_chain(base)
@@ -139,6 +141,19 @@ def test_chains_with_workspaces_sizes_and_costs_equal_the_brute_force_optimum(se
             dec, hold = _revolve.chain_plan(p, xs, sol)
             r = simulate(p, Plan(dec, hold_points=hold), detail=False)
             assert r.fits and r.recompute_s == pytest.approx(sol.reruns, rel=1e-12)
+
+
+def test_sizes_with_a_common_divisor_count_in_its_units():
+    """Sizes 2, 4, 6: the state counts 2-byte units; doubling every size and the budget (less the
+    step input) gives the same optimum as sizes 1, 2, 3."""
+    small = _unit(7, None, sizes=[1, 2, 3, 1, 2, 3, 1])
+    big = _unit(7, None, sizes=[2, 4, 6, 2, 4, 6, 2])
+    xs = _revolve.simple_chain(small)
+    assert _revolve.problem_needs(big.with_budget(20), xs).slot == 2.0
+    for b in range(small.min_feasible_bytes, small.keep_all_peak + 1):
+        one = _revolve.solve(_revolve.problem_needs(small.with_budget(b), xs))
+        two = _revolve.solve(_revolve.problem_needs(big.with_budget(2 * b), xs))
+        assert one.reruns == two.reruns, b
 
 
 def test_proven_optima_of_the_exact_milp_with_hold_points():
@@ -192,7 +207,7 @@ def test_the_chain_path_applies_only_to_simple_chains_without_swap():
     assert _chain_path.applies(p, allow_swap=False, allow_recompute=False) is None
     off = planners.get("milp", allow_swap=False, chain_recursion=False).plan(p)
     assert "checkpointing recursion" not in off.info.message
-    assert _revolve.simple_chain(_unit(6, 6, sizes=[1, 2, 1, 1, 1, 1])) is None    # sizes differ
+    assert _revolve.simple_chain(_unit(6, 6, sizes=[1, 2, 1, 1, 1, 1])) is not None    # sizes may differ
     g = residual_block((2, 1, 3, 2))
     assert _revolve.simple_chain(Problem.from_graph(g, CostModel.unit(g))) is None
 
@@ -206,20 +221,19 @@ def test_no_swappable_tensor_is_recompute_only_too():
 
 
 def test_the_exact_path_returns_a_fitting_multi_level_plan_not_infeasible():
-    """chain(12) at 5 bytes with one activation of 2 bytes (not a simple chain: sizes differ): no
-    single-level plan fits (the exact model proves it), dp-checkpoint's multi-level plan does:
-    FEASIBLE with it, the bound below it, never INFEASIBLE."""
-    p = _unit(12, 5, sizes=[1] * 11 + [2])
-    assert _revolve.simple_chain(p) is not None      # the output's size does not matter
-    p = _unit(12, 5, sizes=[1] * 10 + [2, 1])
-    assert _revolve.simple_chain(p) is None
+    """chain(12) at 5 bytes with the recursion off: no single-level plan fits (the exact model
+    proves it), dp-checkpoint's multi-level plan does: FEASIBLE with it, the bound below it, never
+    INFEASIBLE (the recursion proves that plan optimal)."""
+    p = _unit(12, 5)
     assert not simulate(p, planners.get("dp-checkpoint", multilevel=False).plan(p)).fits
-    mp = planners.get("milp", allow_swap=False).plan(p)
+    mp = planners.get("milp", allow_swap=False, chain_recursion=False).plan(p)
     r = simulate(p, mp)
     assert mp.info.status is Status.FEASIBLE, mp.info.message
     assert mp.hold_points and r.fits and mp.info.objective == r.step_time_s
     assert "no plan without hold points fits" in mp.info.message
     assert mp.info.lower_bound <= r.step_time_s
+    best = planners.get("milp", allow_swap=False).plan(p)
+    assert best.info.status is Status.OPTIMAL and best.info.objective == r.step_time_s
 
 
 def test_chain_recursion_is_a_checked_bool():

@@ -1,10 +1,11 @@
-"""Exact multi-level checkpointing on simple chains: plan and proof (docs/milp.md, "Chains").
+"""Exact multi-level checkpointing on simple chains: plan and proof (docs/milp.md, "Simple
+chains, recompute only").
 
 A **simple chain** (``simple_chain``) is a graph of ``n`` ops where op ``i`` reads one tensor
 ``x_i``, saves it and writes one tensor ``x_{i+1}``; ``x_0`` is the only step input, ``x_n``
-the chain's output, and the planning tensors are ``x_1 .. x_{n-1}``, all recomputable and of
-one size ``X`` (``synthetic.chain(n)``, the benchmark chain of Checkmate). Compute costs may
-differ per op.
+the chain's output, and the planning tensors are ``x_1 .. x_{n-1}``, all recomputable
+(``synthetic.chain(n)``, the benchmark chain of Checkmate). Sizes and compute costs may differ
+per tensor and per op.
 
 **The plan space.** Recompute only: every ``x_t`` is KEEP or RECOMPUTE with any hold point
 (docs/timeline.md, "Backward: recompute, prefetch, gradients"). In such a plan the tensors
@@ -27,12 +28,16 @@ Beaumont et al. 2019) with the simulator's memory at every step instead of a fix
     T(k, c)      = min( F(k, c, n)                         if forward steps c .. n-1 fit,
                         min_m T(k', m) + F(k, c, m) )      over KEEP m whose forward steps c .. m-1 fit
 
-with ``k' = k + 1`` (``x_c`` joins those held below) except at ``c = 0`` (``x_0`` is the step
-input) and ``adv(c, m)`` the forward seconds of ops ``c .. m-1``. The optimum is ``T(0, 0)``
-re-run seconds. A step fits when its accounted memory (docs/timeline.md, "Memory and the
-budget"), written per step below (``_needs``), is at most the budget; with ``k`` held tensors of
-``X`` bytes each this depends on the plan only through ``k``, which is why one size ``X`` is
-required. Every plan of the space is one path of the recursion and every path one plan, so
+with ``k`` the bytes held below ``x_c`` in units of ``u``, the greatest common divisor of the
+sizes of ``x_1 .. x_{n-1}`` (one unit per tensor on a chain of one size), ``k' = k + |x_c| / u``
+(``x_c`` joins those held below) except at ``c = 0`` (``x_0`` is the step input) and
+``adv(c, m)`` the forward seconds of ops ``c .. m-1``. The optimum is ``T(0, 0)`` re-run
+seconds. A step fits when its accounted memory (docs/timeline.md, "Memory and the budget"),
+written per step in ``problem_needs``, is at most the budget; it depends on the plan only
+through the bytes held below ``x_c``, ``k u``, which is therefore the state (rotor's DP,
+Beaumont et al. 2019, discretises memory and rounds sizes up; whole bytes divided by their
+common divisor need no rounding, so the optimum stays exact, at a cost that grows with the
+budget in units). Every plan of the space is one path of the recursion and every path one plan, so
 ``T(0, 0)`` is the least re-run time of any plan that fits: a proof, not a heuristic.
 
 ``solve`` takes the needs as arrays, so the same code runs Revolve's own slot model
@@ -54,7 +59,8 @@ INF = math.inf
 
 @dataclass(frozen=True)
 class ChainNeeds:
-    """Per-step memory of a simple chain, in units of ``slot`` (one held tensor), and costs.
+    """Per-step memory of a simple chain, and costs. Held tensors are counted in units of
+    ``slot`` bytes: ``held[c]`` units for ``x_c`` (``held[0] = 0``: ``x_0`` is counted in every step).
 
     ``free``: the budget less what every step holds (the step input). ``adv[c, m]``: the most a
     re-run of ops ``c .. m-1`` from resident ``x_c`` needs, besides held tensors and gradients of
@@ -66,6 +72,7 @@ class ChainNeeds:
     n: int
     free: float
     slot: float
+    held: np.ndarray
     adv: np.ndarray
     stage: np.ndarray
     leaf: np.ndarray
@@ -88,7 +95,7 @@ class ChainSolution:
 
 def simple_chain(problem) -> list[int] | None:
     """The tensor ids ``x_0 .. x_n`` if ``problem``'s graph is a simple chain (module docstring)
-    with planning tensors ``x_1 .. x_{n-1}`` recomputable and of one size, else None."""
+    with planning tensors ``x_1 .. x_{n-1}`` recomputable and of at least one byte, else None."""
     g = problem.graph
     n = len(g.ops)
     if n < 2 or len(g.tensors) != n + 1:
@@ -108,7 +115,7 @@ def simple_chain(problem) -> list[int] | None:
     if tuple(sorted(problem.planning_ids)) != tuple(sorted(xs[1:n])):
         return None
     mid = [g.tensors[x] for x in xs[1:n]]
-    if not all(t.recomputable for t in mid) or len({t.bytes for t in mid}) != 1 or mid[0].bytes <= 0:
+    if not all(t.recomputable and t.bytes > 0 for t in mid):
         return None
     return xs
 
@@ -142,7 +149,7 @@ def problem_needs(problem, xs: list[int]) -> ChainNeeds:
     size = np.array([float(g.tensors[x].bytes) for x in xs])
     grad = np.array([size[i] if 0 < i < n and g.tensors[xs[i]].requires_grad else 0.0 for i in range(n + 1)])
     ws = np.array([float(op.workspace_bytes) for op in g.ops])
-    X = size[1]
+    X = float(math.gcd(*(int(v) for v in size[1:n])))
     hold = size.copy()
     hold[0] = 0.0                      # x_0 is the step input, counted in every step
     # advance from c: step i = c holds x_c + x_{c+1} + ws_c; step i > c holds x_c + x_i + x_{i+1} + ws_i
@@ -159,7 +166,8 @@ def problem_needs(problem, xs: list[int]) -> ChainNeeds:
             fwd[c, m] = max(hold[c] + size[c + 1] + ws[c], hold[c] + inner)
     leaf = np.array([hold[c] + grad[c + 1] + grad[c] + ws[c] for c in range(n)])
     stage = np.array([grad[e] if e <= n else 0.0 for e in range(n + 1)])
-    return ChainNeeds(n, float(problem.budget_bytes) - size[0], X, adv, stage, leaf, fwd,
+    units = np.array([0] + [int(v) // int(X) for v in size[1:n]] + [0], dtype=np.int64)
+    return ChainNeeds(n, float(problem.budget_bytes) - size[0], X, units, adv, stage, leaf, fwd,
                       np.array(costs.fwd_s, dtype=float))
 
 
@@ -172,13 +180,13 @@ def revolve_needs(n: int, slots: int, cost=None) -> ChainNeeds:
     for c in range(n):
         adv[c, c + 1:] = hold[c]
         fwd[c, c + 1:] = hold[c]
-    return ChainNeeds(n, float(slots), 1.0, adv, np.zeros(n + 1), hold[:n].copy(), fwd,
+    return ChainNeeds(n, float(slots), 1.0, hold.astype(np.int64), adv, np.zeros(n + 1), hold[:n].copy(), fwd,
                       np.ones(n) if cost is None else np.asarray(cost, dtype=float))
 
 
 def _held_max(nd: ChainNeeds) -> int:
-    """The most held tensors that can fit anywhere: ``floor(free / slot)``, at most ``n``."""
-    return int(min(nd.n, math.floor(nd.free / nd.slot + 1e-9)))
+    """The most held units that can fit anywhere: ``floor(free / slot)``, at most all of them."""
+    return int(min(int(nd.held.sum()), math.floor(nd.free / nd.slot + 1e-9)))
 
 
 def _table(nd: ChainNeeds):
@@ -196,7 +204,7 @@ def _table(nd: ChainNeeds):
     ok = nd.leaf[None, :] + ks * X <= nd.free
     ok[K + 1] = False
     F[:, cs, cs + 1] = np.where(ok, 0.0, INF)
-    shift = (np.arange(n + 1) >= 1).astype(np.int64)
+    shift = nd.held
     for L in range(2, n + 1):
         c = np.arange(0, n - L + 1)                       # segments [c, c + L)
         e = c + L
@@ -237,7 +245,7 @@ def _first_sweep(nd: ChainNeeds, F, A, K: int, d: int) -> ChainSolution:
     if free < 0 or d > K:
         return ChainSolution(INF, frozenset(), {})
     Kd = K - d
-    shift = (np.arange(n + 1) >= 1).astype(np.int64)
+    shift = nd.held
     T = np.full((Kd + 2, n + 1), INF)
     B = np.full((Kd + 2, n + 1), -1, dtype=np.int64)
     k = np.arange(Kd + 1)

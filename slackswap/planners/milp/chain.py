@@ -9,8 +9,8 @@ from ...core.plan import Decision, Plan, SolveInfo, Status
 from ...timeline import simulate
 from .. import _revolve
 
-#: the recursion's work, ``(K + 2) * n**3 / 6`` table entries (``K`` the most held tensors that
-#: fit), at most this: about 10 s on the 2-core development machine (chain(200) at 0.5 of its
+#: the recursion's work, ``(K + 2) * n**3 / 6`` table entries (``K`` the most held units that
+#: fit, ``_revolve._held_max``), at most this: about 10 s on the 2-core development machine (chain(200) at 0.5 of its
 #: peak, 1.4e8 entries: 8 s); above it the planner takes its other paths
 CHAIN_MAX_WORK = 2e8
 
@@ -30,9 +30,12 @@ def applies(problem, allow_swap: bool, allow_recompute: bool) -> list[int] | Non
     if xs is None:
         return None
     n = len(xs) - 1
-    X = g.tensors[xs[1]].bytes
+    sizes = [g.tensors[x].bytes for x in xs[1:n]]
+    unit = math.gcd(*sizes)
     free = problem.budget_bytes - g.tensors[xs[0]].bytes
-    held = n if not math.isfinite(free) else min(n, max(free // X, 0))
+    held = sum(sizes) // unit
+    if math.isfinite(free):
+        held = min(held, max(int(free // unit), 0))
     if (held + 2) * n ** 3 / 6 > CHAIN_MAX_WORK:
         return None
     return xs

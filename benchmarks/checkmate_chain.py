@@ -1,0 +1,126 @@
+"""Checkmate's chain benchmark: the milp planner, recompute only, on unit chains (plain script).
+
+    python benchmarks/checkmate_chain.py [--n 16 32 48 64 96] [--fractions 0.25 0.1] [--csv PATH]
+    python benchmarks/checkmate_chain.py --before 60 --csv benchmarks/results/checkmate-chain-before.csv
+
+For every ``synthetic.chain(n)`` with ``CostModel.unit`` (1-byte activations, 1 s per op forward
+and backward) and budget ``fraction`` of the keep-all peak: ``milp(allow_swap=False)`` with its
+defaults (on a simple chain without SWAP: the checkpointing recursion, docs/milp.md, "Simple
+chains, recompute only"): status, plan kind, re-runs, step time, certified bound, proven gap and
+wall time, next to the anchor: the times in which Checkmate's MILP, run with HiGHS and a 300 s
+limit, proves the optimum (the times this benchmark's goal was set against; not re-measured
+here). A budget below ``Problem.min_feasible_bytes`` has no row of results: no plan can fit it.
+
+With ``--before SECONDS``: the same instances with ``chain_recursion=False`` (the planner's paths
+without the recursion: the exact MILP up to 40 planning tensors, the aggregated relaxation above)
+under that time limit, one thread, for comparison.
+
+``--csv PATH`` writes the table with its ``# date / machine / command`` header
+(scripts/update_benchmarks_readme.py); without it the table is printed as markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import sys
+import time
+
+from slackswap import CostModel, Problem, planners, simulate
+from slackswap.core.errors import BudgetError, SlackSwapError
+from slackswap.experiments.synthetic import chain
+
+#: seconds in which Checkmate's MILP (HiGHS, 300 s limit) proves the optimum on its chain of n
+#: unit layers, by budget fraction; None: not proven within the limit
+ANCHOR_S = {0.25: {16: 4.9, 32: 12.8, 48: 32.8, 64: 57.0}, 0.1: {16: 115.0}}
+
+
+def anchor(n: int, fraction: float) -> str:
+    runs = ANCHOR_S.get(fraction)
+    if runs is None or n > 64:
+        return "-"
+    s = runs.get(n)
+    return f"{s:g} s" if s is not None else "not proven in 300 s"
+
+
+def run(n: int, fraction: float, before: float | None):
+    g = chain(n)
+    base = Problem.from_graph(g, CostModel.unit(g))
+    head = [str(n), f"{fraction:g}"]
+    try:
+        p = base.with_budget(fraction)
+    except BudgetError:
+        return head + [f"{fraction * base.keep_all_peak:g} B: below the floor of "
+                       f"{base.min_feasible_bytes} B, no plan fits"] + ["-"] * 7 + [anchor(n, fraction)]
+    params = {"allow_swap": False}
+    if before is not None:
+        params.update(chain_recursion=False, time_limit_s=before, threads=1)
+    t0 = time.perf_counter()
+    plan = planners.get("milp", **params).plan(p)
+    wall = time.perf_counter() - t0
+    info = plan.info
+    r = simulate(p, plan, detail=False)
+    kind = "multi-level" if plan.hold_points else "single-level"
+    fits = r.fits
+    return head + [
+        f"{p.budget_bytes:g} B",
+        info.status.value,
+        kind if fits else "-",
+        f"{r.recompute_s:g}" if fits else "-",
+        f"{r.step_time_s:g}" if fits else "-",
+        f"{info.lower_bound:g}" if info.lower_bound is not None else "-",
+        f"{info.gap:.2%}" if info.gap is not None else "-",
+        f"{wall:.2f}",
+        anchor(n, fraction),
+    ]
+
+
+HEADER = ["n", "budget (fraction of peak)", "budget", "status", "plan", "re-runs (s)", "step (s)",
+          "certified bound (s)", "proven gap", "milp wall (s)", "Checkmate MILP proves it in"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[16, 32, 48, 64, 96], help="chain lengths")
+    ap.add_argument("--fractions", type=float, nargs="+", default=[0.25, 0.1],
+                    help="budgets as fractions of the keep-all peak, in (0, 1]")
+    ap.add_argument("--before", type=float, default=None,
+                    help="seconds: run the planner without the chain recursion under this limit instead")
+    ap.add_argument("--csv", default=None, help="write the table here, with the date/machine/command header")
+    ap.add_argument("--machine", default="2-core development machine", help="--csv: the machine line")
+    a = ap.parse_args(argv)
+    if any(x < 2 for x in a.n):
+        ap.error(f"--n: chain lengths must be >= 2; got {a.n}")
+    if any(not 0 < f <= 1 for f in a.fractions):     # NaN fails too
+        ap.error(f"--fractions: each in (0, 1]; got {a.fractions}")
+    if a.before is not None and not a.before >= 2:
+        ap.error(f"--before: seconds >= 2 (the milp planner's shortest time limit); got {a.before}")
+    if not a.csv:
+        print("| " + " | ".join(HEADER) + " |")
+        print("|" + "---|" * len(HEADER))
+    rows = []
+    t0 = time.perf_counter()
+    try:
+        for n in a.n:
+            for f in a.fractions:
+                rows.append(run(n, f, a.before))
+                if not a.csv:
+                    print("| " + " | ".join(rows[-1]) + " |", flush=True)
+    except SlackSwapError as e:
+        print(f"checkmate_chain: {e}", file=sys.stderr)
+        return 2
+    total = time.perf_counter() - t0
+    if a.csv:
+        cmd = "python benchmarks/checkmate_chain.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        with open(a.csv, "w", encoding="utf-8", newline="") as fh:
+            fh.write(f"# date: {datetime.date.today().isoformat()}\n# machine: {a.machine}\n")
+            fh.write(f"# command: {cmd.strip()}\n# note: {total:.0f} s in all\n")
+            w = csv.writer(fh, lineterminator="\n")
+            w.writerow(HEADER)
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
