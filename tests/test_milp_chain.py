@@ -212,6 +212,13 @@ def test_the_chain_path_applies_only_to_simple_chains_without_swap():
     assert _revolve.simple_chain(Problem.from_graph(g, CostModel.unit(g))) is None
 
 
+def test_write_lp_builds_the_model_instead(tmp_path):
+    p = _unit(4, 3)
+    path = tmp_path / "chain.lp"
+    mp = planners.get("milp", allow_swap=False, write_lp=str(path)).plan(p)
+    assert path.exists() and "checkpointing recursion" not in mp.info.message
+
+
 def test_no_swappable_tensor_is_recompute_only_too():
     g0 = chain(10)
     g = Graph(g0.name, g0.ops, tuple(replace(t, swappable=False) for t in g0.tensors))
