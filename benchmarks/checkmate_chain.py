@@ -15,6 +15,13 @@ With ``--before SECONDS``: the same instances with ``chain_recursion=False`` (th
 without the recursion: the exact MILP up to 40 planning tensors, the aggregated relaxation above)
 under that time limit, one thread, for comparison.
 
+With ``--against-dp N ...``: per unit chain of ``N`` ops, every budget from the floor to keep-all,
+the budgets at which ``dp-checkpoint``'s re-runs differ from the recursion's optimum (printed).
+
+With ``--presets MODEL ...``: ``milp(allow_swap=False, time_limit_s=--limit)`` on model presets
+(A100 80GB) at ``--fractions``: status, step, bound, proven gap, wall (the presets are not simple
+chains: the planner's other paths).
+
 ``--csv PATH`` writes the table with its ``# date / machine / command`` header
 (scripts/update_benchmarks_readme.py); without it the table is printed as markdown.
 """
@@ -80,6 +87,43 @@ HEADER = ["n", "budget (fraction of peak)", "budget", "status", "plan", "re-runs
           "certified bound (s)", "proven gap", "milp wall (s)", "Checkmate MILP proves it in"]
 
 
+def against_dp(n: int) -> str:
+    from slackswap.planners import _revolve
+
+    g = chain(n)
+    base = Problem.from_graph(g, CostModel.unit(g))
+    xs = _revolve.simple_chain(base)
+    top = base.keep_all_peak
+    budgets = list(range(top, base.min_feasible_bytes - 1, -1))
+    sols = _revolve.solve(_revolve.problem_needs(base.with_budget(top), xs), fewer=[top - b for b in budgets])
+    differ = []
+    for b, sol in zip(budgets, sols, strict=True):
+        p = base.with_budget(b)
+        r = simulate(p, planners.get("dp-checkpoint").plan(p), detail=False)
+        if (r.recompute_s if r.fits else float("inf")) != sol.reruns:
+            differ.append(f"{b} B: {r.recompute_s if r.fits else 'none fits'} against {sol.reruns:g}")
+    return (f"chain({n}): {len(budgets)} budgets ({base.min_feasible_bytes}-{top} B), dp-checkpoint's re-runs "
+            f"differ from the optimum at {len(differ)}" + (": " + "; ".join(differ) if differ else ""))
+
+
+PRESET_HEADER = ["model", "budget", "status", "step (ms)", "certified bound (ms)", "proven gap", "wall (s)"]
+
+
+def preset_row(model: str, fraction: float, limit: float) -> list[str]:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # llama-7b's static memory warning
+        p = Problem.build(model, "a100-80gb", fraction)
+    t0 = time.perf_counter()
+    plan = planners.get("milp", allow_swap=False, time_limit_s=limit).plan(p)
+    wall = time.perf_counter() - t0
+    i = plan.info
+    return [model, f"{fraction:g}", i.status.value, f"{i.objective * 1e3:.2f}" if i.objective else "-",
+            f"{i.lower_bound * 1e3:.2f}" if i.lower_bound else "-",
+            f"{i.gap:.2%}" if i.gap is not None else "-", f"{wall:.1f}"]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[16, 32, 48, 64, 96], help="chain lengths")
@@ -89,24 +133,39 @@ def main(argv=None) -> int:
                     help="seconds: run the planner without the chain recursion under this limit instead")
     ap.add_argument("--csv", default=None, help="write the table here, with the date/machine/command header")
     ap.add_argument("--machine", default="2-core development machine", help="--csv: the machine line")
+    ap.add_argument("--against-dp", type=int, nargs="+", default=None, metavar="N",
+                    help="unit chain lengths: budgets where dp-checkpoint differs from the optimum")
+    ap.add_argument("--presets", nargs="+", default=None, metavar="MODEL",
+                    help="model presets instead of chains (milp, no SWAP, under --limit)")
+    ap.add_argument("--limit", type=float, default=60.0, help="--presets: seconds per plan (default 60)")
     a = ap.parse_args(argv)
+    if a.against_dp is not None:
+        if any(x < 2 for x in a.against_dp):
+            ap.error(f"--against-dp: chain lengths must be >= 2; got {a.against_dp}")
+        for n in a.against_dp:
+            print(against_dp(n), flush=True)
+        return 0
     if any(x < 2 for x in a.n):
         ap.error(f"--n: chain lengths must be >= 2; got {a.n}")
     if any(not 0 < f <= 1 for f in a.fractions):     # NaN fails too
         ap.error(f"--fractions: each in (0, 1]; got {a.fractions}")
     if a.before is not None and not a.before >= 2:
         ap.error(f"--before: seconds >= 2 (the milp planner's shortest time limit); got {a.before}")
+    if a.presets is not None and not a.limit >= 2:
+        ap.error(f"--limit: seconds >= 2 (the milp planner's shortest time limit); got {a.limit}")
+    header = PRESET_HEADER if a.presets is not None else HEADER
     if not a.csv:
-        print("| " + " | ".join(HEADER) + " |")
-        print("|" + "---|" * len(HEADER))
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
     rows = []
     t0 = time.perf_counter()
     try:
-        for n in a.n:
-            for f in a.fractions:
-                rows.append(run(n, f, a.before))
-                if not a.csv:
-                    print("| " + " | ".join(rows[-1]) + " |", flush=True)
+        cases = [(m, f) for m in a.presets for f in a.fractions] if a.presets is not None else \
+                [(n, f) for n in a.n for f in a.fractions]
+        for x, f in cases:
+            rows.append(preset_row(x, f, a.limit) if a.presets is not None else run(x, f, a.before))
+            if not a.csv:
+                print("| " + " | ".join(rows[-1]) + " |", flush=True)
     except SlackSwapError as e:
         print(f"checkmate_chain: {e}", file=sys.stderr)
         return 2
@@ -117,7 +176,7 @@ def main(argv=None) -> int:
             fh.write(f"# date: {datetime.date.today().isoformat()}\n# machine: {a.machine}\n")
             fh.write(f"# command: {cmd.strip()}\n# note: {total:.0f} s in all\n")
             w = csv.writer(fh, lineterminator="\n")
-            w.writerow(HEADER)
+            w.writerow(header)
             w.writerows(rows)
     return 0
 

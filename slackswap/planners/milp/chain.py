@@ -4,7 +4,9 @@ proof (``planners._revolve``; docs/milp.md, "Simple chains, recompute only")."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+from ...core.graph import Graph
 from ...core.plan import Decision, Plan, SolveInfo, Status
 from ...timeline import simulate
 from .. import _revolve
@@ -67,3 +69,17 @@ def chain_plan(problem, xs: list[int], planner: str, params, wall) -> Plan | Non
                               f"simple chain, recompute only: the checkpointing recursion's optimum, {levels} "
                               f"({sol.reruns:g} s of re-runs); optimum and bound among {PLAN_SPACE} "
                               "(docs/milp.md, \"Simple chains, recompute only\")"))
+
+
+def without_swaps(problem):
+    """``problem`` with every tensor unswappable: the same plans without SWAP, simulated alike
+    (the same problem key), and nothing else. The planner solves this one under
+    ``allow_swap=False``, so that every bound it computes (the capacity bound, the aggregated
+    relaxation, which frees memory by SWAP only where a tensor is swappable) holds among plans
+    without SWAP and charges recomputation for all the memory they free (docs/milp.md, "Status,
+    warm start and what is proven")."""
+    g = problem.graph
+    if not any(t.swappable for t in g.tensors):
+        return problem
+    ng = Graph(g.name, g.ops, tuple(replace(t, swappable=False) for t in g.tensors), g.static_bytes, g.spec)
+    return replace(problem, graph=ng)     # the same key: it names sizes and producers, not switches
