@@ -119,9 +119,9 @@ def preset_row(model: str, fraction: float, limit: float) -> list[str]:
     plan = planners.get("milp", allow_swap=False, time_limit_s=limit).plan(p)
     wall = time.perf_counter() - t0
     i = plan.info
-    return [model, f"{fraction:g}", i.status.value, f"{i.objective * 1e3:.2f}" if i.objective else "-",
-            f"{i.lower_bound * 1e3:.2f}" if i.lower_bound else "-",
-            f"{i.gap:.2%}" if i.gap is not None else "-", f"{wall:.1f}"]
+    return [model, f"{fraction:g}", i.status.value, f"{i.objective * 1e3:.3f}" if i.objective else "-",
+            f"{i.lower_bound * 1e3:.3f}" if i.lower_bound else "-",
+            f"{i.gap:.4%}" if i.gap is not None else "-", f"{wall:.1f}"]
 
 
 def main(argv=None) -> int:

@@ -9,11 +9,17 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from slackswap import CostModel, Problem, planners, simulate
+from slackswap import CostModel, Problem, bounds, planners, simulate
 from slackswap.core.errors import SlackSwapError
 from slackswap.core.graph import Graph
-from slackswap.core.plan import Plan, Status
-from slackswap.experiments.synthetic import chain, chain_multilevel_optimum, residual_block
+from slackswap.core.plan import Decision, Plan, Status
+from slackswap.experiments.synthetic import (
+    chain,
+    chain_multilevel_optimum,
+    multilevel_optimum,
+    random_suite,
+    residual_block,
+)
 from slackswap.planners import _revolve
 from slackswap.planners.dp import griewank_formula, revolve_extra_forwards
 from slackswap.planners.milp import chain as _chain_path
@@ -247,3 +253,39 @@ def test_chain_recursion_is_a_checked_bool():
     with pytest.raises(SlackSwapError, match="chain_recursion") as e:
         planners.get("milp", chain_recursion="sometimes")
     assert "\n" not in str(e.value)
+
+
+# ---- allow_swap=False: bounds among the plans without SWAP ----
+
+def test_the_no_swap_view_bounds_every_plan_without_swap_and_is_stronger():
+    """``chain.without_swaps``: the capacity bound of the problem with every tensor unswappable
+    is at most the best plan without SWAP, hold points included (``multilevel_optimum`` on that
+    problem enumerates every KEEP/RECOMPUTE vector and the hold points of its regenerated
+    tensors), and above the bound over every plan on most instances (swaps cannot free memory
+    there: recomputation must)."""
+    checked = stronger = 0
+    for inst in random_suite(16, seed=3, max_tensors=5):
+        p = inst.problem
+        q = _chain_path.without_swaps(p)
+        assert q.key == p.key and not any(t.swappable for t in q.graph.tensors)
+        best, _ = multilevel_optimum(q, max_plans=500)
+        if best is None:
+            continue
+        checked += 1
+        cb = bounds.capacity_bound(q)
+        assert cb <= best * (1 + 1e-9), p.graph.name
+        stronger += cb > bounds.capacity_bound(p) * (1 + 1e-9)
+    assert checked >= 4 and stronger >= 2, (checked, stronger)
+
+
+def test_milp_without_swap_reports_the_no_swap_bound():
+    """A random DAG (not a chain) beyond the exact path: the planner's certified bound is at least
+    the no-swap capacity bound, above the every-plan one, and at most its plan's time."""
+    inst = next(i for i in random_suite(24, seed=3) if i.shape == "random")
+    p = inst.problem
+    mp = planners.get("milp", allow_swap=False, max_exact_tensors=0, aggregate_nodes=0, improve_sims=0).plan(p)
+    r = simulate(p, mp)
+    assert r.fits and not mp.ids(Decision.SWAP), mp.info.message
+    q = _chain_path.without_swaps(p)
+    assert bounds.capacity_bound(q) * (1 - 1e-9) <= mp.info.lower_bound <= r.step_time_s * (1 + 1e-9)
+    assert mp.info.lower_bound > bounds.capacity_bound(p) * (1 + 1e-9)

@@ -240,7 +240,7 @@ class MilpPlanner(Parameterised):
                 raise SlackSwapError(f"{which} needs ortools: pip install slackswap[ortools]") from None
         wall = clock.wall
         limit = self.time_limit_s
-        if not self.allow_swap:     # bounds among the plans without SWAP (docs/milp.md, "Status, ...")
+        if not self.allow_swap:     # bounds among the plans without SWAP (chain.without_swaps)
             problem = _chain_path.without_swaps(problem)
         if self.chain_recursion and not self.write_lp:     # write_lp asks for the model: build it
             xs = _chain_path.applies(problem, self.allow_swap, self.allow_recompute)
