@@ -18,6 +18,15 @@ under that time limit, one thread, for comparison.
 With ``--against-dp N ...``: per unit chain of ``N`` ops, every budget from the floor to keep-all,
 the budgets at which ``dp-checkpoint``'s re-runs differ from the recursion's optimum (printed).
 
+With ``--against-brute SEEDS``: random chains of 3-6 ops (activations of 1-4 bytes, step
+inputs of 0-2 bytes, some workspaces, forward costs of 1-4 s; seeds ``0 .. SEEDS-1``), every
+budget from the floor to keep-all: the recursion's optimum against the brute force over every
+KEEP/RECOMPUTE plan with any hold points (``synthetic.chain_multilevel_optimum``), and its plan
+simulated. With ``--no-swap-bound N``: the first ``N`` problems of ``random_suite(N, seed=3)``
+whose plans without SWAP can be enumerated (``synthetic.multilevel_optimum``, 3,000 plans at
+most): the capacity bound of the problem without swappable tensors against their optimum and
+against the bound over every plan.
+
 With ``--presets MODEL ...``: ``milp(allow_swap=False, time_limit_s=--limit)`` on model presets
 (A100 80GB) at ``--fractions``: status, step, bound, proven gap, wall (the presets are not simple
 chains: the planner's other paths).
@@ -106,6 +115,62 @@ def against_dp(n: int) -> str:
             f"differ from the optimum at {len(differ)}" + (": " + "; ".join(differ) if differ else ""))
 
 
+def against_brute(seeds: int) -> str:
+    import math
+    from dataclasses import replace
+
+    import numpy as np
+
+    from slackswap.core.graph import Graph
+    from slackswap.core.plan import Plan
+    from slackswap.experiments.synthetic import chain_multilevel_optimum
+    from slackswap.planners import _revolve
+
+    budgets = equal = 0
+    for seed in range(seeds):
+        rng = np.random.default_rng(seed)
+        n = int(rng.integers(3, 7))
+        g0 = chain(n, sizes=[int(v) for v in rng.integers(1, 5, n)], input_bytes=int(rng.integers(0, 3)))
+        ws = [int(rng.integers(0, 3)) * int(rng.random() < 0.4) for _ in range(n)]
+        g = Graph(g0.name, tuple(replace(op, workspace_bytes=w) for op, w in zip(g0.ops, ws, strict=True)),
+                  g0.tensors)
+        c = CostModel.unit(g)
+        base = Problem.from_graph(g, replace(c, fwd_s=tuple(float(v) for v in rng.integers(1, 5, n))))
+        xs = _revolve.simple_chain(base)
+        for b in range(base.min_feasible_bytes, base.keep_all_peak + 1):
+            p = base.with_budget(b)
+            sol = _revolve.solve(_revolve.problem_needs(p, xs))
+            ok = sol.reruns == chain_multilevel_optimum(p)
+            if ok and math.isfinite(sol.reruns):
+                dec, hold = _revolve.chain_plan(p, xs, sol)
+                r = simulate(p, Plan(dec, hold_points=hold), detail=False)
+                ok = r.fits and abs(r.recompute_s - sol.reruns) <= 1e-9 * max(1.0, sol.reruns)
+            budgets += 1
+            equal += ok
+    return f"{seeds} random chains, {budgets} budgets: the recursion equals the brute-force optimum at {equal}"
+
+
+def no_swap_bound(count: int) -> str:
+    import math
+
+    from slackswap import bounds
+    from slackswap.experiments.synthetic import multilevel_optimum, random_suite
+    from slackswap.planners.milp.chain import without_swaps
+
+    checked = below = stronger = 0
+    for inst in random_suite(count, seed=3):
+        q = without_swaps(inst.problem)
+        best, _ = multilevel_optimum(q, max_plans=3000)
+        if best is None:
+            continue
+        checked += 1
+        cb = bounds.capacity_bound(q)
+        below += (not math.isfinite(best)) or cb <= best * (1 + 1e-9)
+        stronger += cb > bounds.capacity_bound(inst.problem) * (1 + 1e-9)
+    return (f"random_suite({count}, seed=3): {checked} problems enumerated; the no-swap capacity bound is at "
+            f"most their optimum without SWAP on {below}, above the bound over every plan on {stronger}")
+
+
 PRESET_HEADER = ["model", "budget", "status", "step (ms)", "certified bound (ms)", "proven gap", "wall (s)"]
 
 
@@ -135,10 +200,21 @@ def main(argv=None) -> int:
     ap.add_argument("--machine", default="2-core development machine", help="--csv: the machine line")
     ap.add_argument("--against-dp", type=int, nargs="+", default=None, metavar="N",
                     help="unit chain lengths: budgets where dp-checkpoint differs from the optimum")
+    ap.add_argument("--against-brute", type=int, default=None, metavar="SEEDS",
+                    help="random chains: the recursion against brute force, seeds 0..SEEDS-1")
+    ap.add_argument("--no-swap-bound", type=int, default=None, metavar="N",
+                    help="random_suite(N, seed=3): the no-swap capacity bound against enumeration")
     ap.add_argument("--presets", nargs="+", default=None, metavar="MODEL",
                     help="model presets instead of chains (milp, no SWAP, under --limit)")
     ap.add_argument("--limit", type=float, default=60.0, help="--presets: seconds per plan (default 60)")
     a = ap.parse_args(argv)
+    for flag, value, fn in (("--against-brute", a.against_brute, against_brute),
+                            ("--no-swap-bound", a.no_swap_bound, no_swap_bound)):
+        if value is not None:
+            if value < 1:
+                ap.error(f"{flag}: a count >= 1; got {value}")
+            print(fn(value), flush=True)
+            return 0
     if a.against_dp is not None:
         if any(x < 2 for x in a.against_dp):
             ap.error(f"--against-dp: chain lengths must be >= 2; got {a.against_dp}")

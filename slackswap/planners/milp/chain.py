@@ -12,8 +12,9 @@ from ...timeline import simulate
 from .. import _revolve
 
 #: the recursion's work, ``(K + 2) * n**3 / 6`` table entries (``K`` the most held units that
-#: fit, ``_revolve._held_max``), at most this: about 10 s on the 2-core development machine (chain(200) at 0.5 of its
-#: peak, 1.4e8 entries: 8 s); above it the planner takes its other paths
+#: fit, ``_revolve._held_max``), at most this (chain(200) at 0.5 of its peak, 1.4e8 entries: the
+#: planner takes 5.8 s on the 2-core development machine, docs/journal/milp-recompute-only-2026-12-04.md);
+#: above it the planner takes its other paths
 CHAIN_MAX_WORK = 2e8
 
 PLAN_SPACE = "every KEEP/RECOMPUTE plan, any hold points"
