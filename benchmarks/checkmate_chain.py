@@ -179,7 +179,10 @@ def preset_row(model: str, fraction: float, limit: float) -> list[str]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")      # llama-7b's static memory warning
-        p = Problem.build(model, "a100-80gb", fraction)
+        try:
+            p = Problem.build(model, "a100-80gb", fraction)
+        except BudgetError as e:
+            return [model, f"{fraction:g}", f"below the floor ({e})"] + ["-"] * 4
     t0 = time.perf_counter()
     plan = planners.get("milp", allow_swap=False, time_limit_s=limit).plan(p)
     wall = time.perf_counter() - t0

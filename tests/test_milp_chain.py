@@ -218,6 +218,13 @@ def test_the_chain_path_applies_only_to_simple_chains_without_swap():
     assert _revolve.simple_chain(Problem.from_graph(g, CostModel.unit(g))) is None
 
 
+def test_no_budget_keeps_everything():
+    p = _unit(300)
+    mp = planners.get("milp", allow_swap=False).plan(p)
+    assert mp.info.status is Status.OPTIMAL and mp.info.objective == p.ideal_step_s
+    assert not mp.ids(Decision.RECOMPUTE)
+
+
 def test_write_lp_builds_the_model_instead(tmp_path):
     p = _unit(4, 3)
     path = tmp_path / "chain.lp"

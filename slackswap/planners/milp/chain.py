@@ -36,9 +36,9 @@ def applies(problem, allow_swap: bool, allow_recompute: bool) -> list[int] | Non
     sizes = [g.tensors[x].bytes for x in xs[1:n]]
     unit = math.gcd(*sizes)
     free = problem.budget_bytes - g.tensors[xs[0]].bytes
-    held = sum(sizes) // unit
-    if math.isfinite(free):
-        held = min(held, max(int(free // unit), 0))
+    if not math.isfinite(free):      # no limit: keep-all, no recursion (``chain_plan``)
+        return xs
+    held = min(sum(sizes) // unit, max(int(free // unit), 0))
     if (held + 2) * n ** 3 / 6 > CHAIN_MAX_WORK:
         return None
     return xs
@@ -65,7 +65,7 @@ def chain_plan(problem, xs: list[int], planner: str, params, wall) -> Plan | Non
     if not r.fits or abs(r.step_time_s - bound) > 1e-9 * max(1.0, bound):
         return None
     levels = "multi-level" if sol.multilevel else "single-level"
-    return plan.with_info(status=Status.OPTIMAL, objective=r.step_time_s, lower_bound=bound, gap=0.0,
+    return plan.with_info(status=Status.OPTIMAL, objective=r.step_time_s, lower_bound=min(bound, r.step_time_s), gap=0.0,
                           wall_s=wall(), message=(
                               f"simple chain, recompute only: the checkpointing recursion's optimum, {levels} "
                               f"({sol.reruns:g} s of re-runs); optimum and bound among {PLAN_SPACE} "

@@ -363,8 +363,9 @@ class MilpPlanner(Parameterised):
 
     def _multilevel_fallback(self, problem, size, wall, why: str):
         """Where the exact model without hold points is infeasible, ``dp-checkpoint``'s multi-level
-        plan when it fits (status FEASIBLE, bound: ``lower_bound``, which holds for every plan),
-        so that INFEASIBLE is never returned while a plan of ours fits; else None."""
+        plan when it fits (status FEASIBLE; bound: the certified capacity bound, which holds for
+        every plan, every plan without SWAP under ``allow_swap=False``), so that INFEASIBLE is
+        never returned while a plan of ours fits; else None."""
         if self.hold_points or not self.allow_recompute:
             return None
         best = multilevel_plan(problem)
