@@ -11,13 +11,13 @@ per tensor and per op.
 (docs/timeline.md, "Backward: recompute, prefetch, gradients"). In such a plan the tensors
 resident at a stage are the step input, the KEEP tensors and the held copies; stage ``j``
 re-runs ops ``c .. j-1`` from ``c``, the nearest resident tensor below ``j``, and each copy it
-makes is held (its hold point is ``j`` or lower) or transient. A held copy of ``x_m`` lives from
+makes is held (its hold point is ``j`` or higher) or transient. A held copy of ``x_m`` lives from
 its stage ``s_m`` to its last use, stage ``m``. Two held copies ``m < m'`` are disjoint in time
 or nested (``m'`` stored while ``m`` is held), because a stage that advances past ``m'`` while
 ``m'`` is resident starts from ``m'`` or above. So every plan is a recursive split schedule:
-reversing stages ``e-1 .. c`` with ``x_c`` resident and ``k`` tensors held below it is either
+reversing stages ``e-1 .. c`` with ``x_c`` resident and ``k`` units held below it is either
 the backward step of op ``c`` (``e = c + 1``) or an advance from ``c`` to some ``m`` in stage
-``e-1`` storing ``x_m``, the reversal of ``[m, e)`` with one more held tensor, then that of
+``e-1`` storing ``x_m``, the reversal of ``[m, e)`` with ``x_c`` held too, then that of
 ``[c, m)``. The forward pass is the first sweep: its stored tensors are the KEEP tensors.
 
 **The recursion** (``solve``), Revolve's (Griewank & Walther 2000; rotor's for per-op costs,
