@@ -92,7 +92,7 @@ def test_only_slackswap_errors_escape_a_file_schema(name):
 PARAMS = {"milp": ["solver", "time_limit_s", "mip_rel_gap", "threads", "seed", "warm_start", "write_lp",
                    "allow_swap", "allow_recompute", "max_tree_nodes", "max_exact_tensors",
                    "aggregate_nodes", "aggregate_time_s", "presolve", "improve_sims", "cutoff",
-                   "aggregate_rows", "hold_points", "aggregate_solver"],
+                   "aggregate_rows", "hold_points", "aggregate_solver", "chain_recursion"],
           "slack": ["order", "mode", "prefetch", "min_swap_bytes", "keep_tail", "regen_masks", "pack",
                     "local_search", "max_sims", "margin"],
           "brute": ["max_tensors", "allow_swap", "allow_recompute"], "swap-all": ["min_swap_bytes"],
@@ -117,7 +117,8 @@ def _number(v):
 #: the newest parameters: (planner, parameter) -> whether a value is valid
 NEWEST = {("milp", "aggregate_solver"): lambda v: isinstance(v, str) and v in ("highs", "scip", "highs+scip", "auto"),
           ("slack", "margin"): lambda v: _number(v) and 0 <= v <= 10,
-          ("dp-checkpoint", "multilevel"): lambda v: isinstance(v, bool)}
+          ("dp-checkpoint", "multilevel"): lambda v: isinstance(v, bool),
+          ("milp", "chain_recursion"): lambda v: isinstance(v, bool)}
 BAD = st.sampled_from([math.nan, -math.nan, math.inf, -math.inf, -1, -0.5, -1e-9, 11, 10.5, "nope", "", "1", "true",
                        "HIGHS", "highs ", None, [], [1], {"a": 1}, True, False, 0, 1, 0.5])
 
@@ -125,10 +126,10 @@ BAD = st.sampled_from([math.nan, -math.nan, math.inf, -math.inf, -1, -0.5, -1e-9
 @SETTINGS
 @given(st.sampled_from(sorted(NEWEST)), BAD | values)
 def test_the_newest_planner_parameters_are_refused_by_name(key, value):
-    """``milp.aggregate_solver``, ``slack.margin`` and ``dp-checkpoint.multilevel`` under NaN,
-    infinities, negative and out-of-range numbers, wrong types and unknown strings: a valid value
-    is taken as given, any other raises the package's one-line error naming the planner and the
-    field."""
+    """``milp.aggregate_solver``, ``slack.margin``, ``dp-checkpoint.multilevel`` and
+    ``milp.chain_recursion`` under NaN, infinities, negative and out-of-range numbers, wrong types
+    and unknown strings: a valid value is taken as given, any other raises the package's one-line
+    error naming the planner and the field."""
     name, field = key
     if NEWEST[key](value):
         assert getattr(planners.get(name, **{field: value}), field) == value   # not every planner has .params

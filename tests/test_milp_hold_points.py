@@ -32,22 +32,33 @@ def _check(p, mp, best):
 @pytest.mark.parametrize("l", [5, 6])
 def test_equals_the_multi_level_chain_optimum(l):  # noqa: E741
     """Unit chains at every budget from the floor up: the re-runs of the best keep/recompute plan
-    with any hold points (``chain_multilevel_optimum``, ``l!`` plans); below the single-level
-    floor the default MILP proves INFEASIBLE and this one finds the Revolve-style plan."""
+    with any hold points (``chain_multilevel_optimum``, ``l!`` plans); the exact MILP with hold
+    points (the chain recursion off) finds it, and so does the default planner (the chain
+    recursion, docs/milp.md, "Simple chains, recompute only"). Below the single-level floor the
+    MILP without hold points proves that no single-level plan fits and returns dp-checkpoint's
+    multi-level plan, FEASIBLE (never INFEASIBLE while a plan of ours fits)."""
     g = chain(l)
     base = Problem.from_graph(g, CostModel.unit(g))
     below_single = 0
     for budget in range(base.min_feasible_bytes, l + 1):
         p = base.with_budget(budget)
-        mp = planners.get("milp", hold_points=True, allow_swap=False).plan(p)
+        best = chain_multilevel_optimum(p)
+        mp = planners.get("milp", hold_points=True, allow_swap=False, chain_recursion=False).plan(p)
         assert mp.info.status is Status.OPTIMAL, (budget, mp.info.message)
         r = simulate(p, mp)
-        assert r.fits and r.recompute_s == chain_multilevel_optimum(p), budget
-        single = planners.get("milp", allow_swap=False).plan(p)
-        if single.info.status is Status.INFEASIBLE:
+        assert r.fits and r.recompute_s == best, budget
+        default = planners.get("milp", allow_swap=False).plan(p)
+        assert default.info.status is Status.OPTIMAL and "checkpointing recursion" in default.info.message
+        assert simulate(p, default).recompute_s == best
+        assert default.info.lower_bound == default.info.objective == pytest.approx(mp.info.objective, rel=1e-12)
+        single = planners.get("milp", allow_swap=False, chain_recursion=False).plan(p)
+        if "no plan without hold points fits" in single.info.message:
             below_single += 1
-            assert mp.hold_points and "no hold points" in single.info.message
+            assert single.info.status is Status.FEASIBLE and single.hold_points and mp.hold_points
+            assert simulate(p, single).fits
+            assert single.info.lower_bound <= mp.info.objective * (1 + 1e-9)
         else:
+            assert single.info.status is Status.OPTIMAL, single.info.message
             assert mp.info.objective <= single.info.objective * (1 + 1e-9)
     assert below_single >= 1
 

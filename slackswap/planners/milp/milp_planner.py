@@ -34,6 +34,8 @@ from ...mip.backends import BACKENDS, solve, solve_highs
 from ...mip.formulation import BuildTimeout, build
 from ...timeline import simulate
 from ..base import Parameterised, Tags, available, check_params, get, register
+from ..dp import multilevel_plan
+from . import chain as _chain_path
 from . import incumbent as _improve  # incumbent.improve looked up at call time (tests replace it)
 from .beyond import Settings, aggregate_plan, beyond_exact
 from .clock import MIN_TIME_LIMIT_S, SOLVER_START_S, WARM_SHARE, Clock, Deadline, bound_fits
@@ -197,6 +199,9 @@ class MilpPlanner(Parameterised):
         d2h_order: Literal["auto", "production", "any"] = Field("auto", description=(
             "the D2H order of the exact model: 'any', a decision (the optimum over every order); 'production', "
             "production order only; 'auto': 'any' up to D2H_ORDER_MAX_SWAPS swappable tensors"))
+        chain_recursion: bool = Field(True, description=(
+            "on a simple chain without SWAP, solve by the exact checkpointing recursion instead: plan and "
+            "proof over every plan, hold points included (docs/milp.md, \"Simple chains, recompute only\")"))
         aggregate_solver: Literal[AGGREGATE_SOLVERS + ("auto",)] = Field("auto", description=(
             "solver of the aggregated MILP; 'auto': HiGHS, with SCIP beside it under a time limit of at least "
             "BACKGROUND_SCIP_MIN_S on a model above SMALL_AGGREGATE_TENSORS planning tensors"))
@@ -255,6 +260,13 @@ class MilpPlanner(Parameterised):
                 raise SlackSwapError(f"{which} needs ortools: pip install slackswap[ortools]") from None
         wall = clock.wall
         limit = self.time_limit_s
+        if not self.allow_swap:     # bounds among the plans without SWAP (chain.without_swaps)
+            problem = _chain_path.without_swaps(problem)
+        if self.chain_recursion and not self.write_lp:     # write_lp asks for the model: build it
+            xs = _chain_path.applies(problem, self.allow_swap, self.allow_recompute)
+            done = _chain_path.chain_plan(problem, xs, self.name, self.params, wall) if xs else None
+            if done is not None:
+                return done
         # the post-processing (fixed-integer LP, two simulations) gets POST_SHARE of the limit
         deadline = clock.solve_deadline
         warm, src = self._warm(problem, clock.at(WARM_SHARE)) if self.warm_start else (None, "")
@@ -312,6 +324,9 @@ class MilpPlanner(Parameterised):
             if warm is not None:     # cannot happen if the model is exact: say so rather than hide it
                 return self._fallback(problem, warm, src, None, size, wall,
                                       f"model/simulator mismatch: {why}, but the warm start fits", Status.FEASIBLE)
+            multi = self._multilevel_fallback(problem, size, wall, why)
+            if multi is not None:
+                return multi
             return Plan({t: Decision.KEEP for t in problem.planning_ids}, planner=self.name, params=self.params,
                         problem_key=problem.key,
                         info=SolveInfo(Status.INFEASIBLE, wall_s=wall(), model_size=size,
@@ -391,6 +406,28 @@ class MilpPlanner(Parameterised):
             msgs.append(self._among(True, production).lstrip("; "))
         return plan.with_info(status=status, objective=obj, lower_bound=bound, gap=gap,
                               wall_s=wall(), model_size=size, message="; ".join(m for m in msgs if m))
+
+    def _multilevel_fallback(self, problem, size, wall, why: str):
+        """Where the exact model without hold points is infeasible, ``dp-checkpoint``'s multi-level
+        plan when it fits (status FEASIBLE; bound: the certified capacity bound, which holds for
+        every plan, every plan without SWAP under ``allow_swap=False``), so that INFEASIBLE is
+        never returned while a plan of ours fits; else None."""
+        if self.hold_points or not self.allow_recompute:
+            return None
+        best = multilevel_plan(problem)
+        if best is None:
+            return None
+        r = simulate(problem, best, detail=False)
+        if not r.fits:
+            return None
+        bound = self._certified(problem, None)
+        bound = None if bound is None else min(bound, r.step_time_s)
+        return Plan(best.decisions, planner=self.name, params=self.params, problem_key=problem.key,
+                    hold_points=best.hold_points).with_info(
+            status=Status.FEASIBLE, objective=r.step_time_s, lower_bound=bound, gap=_gap(r.step_time_s, bound),
+            wall_s=wall(), model_size=size,
+            message=(f"no plan without hold points fits ({why}; proven); incumbent: dp-checkpoint's "
+                     "multi-level plan, not proven optimal (hold_points=True searches multi-level plans)"))
 
     def _among(self, order: bool, production: bool = True) -> str:
         """Which plans the exact model's optimum and bound (``order``) or its infeasibility cover:
