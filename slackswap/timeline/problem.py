@@ -273,8 +273,8 @@ def capacity_warnings(static_bytes: float, activation_bytes: float, hardware, wh
     where = f"{format_bytes(cap)} of {getattr(hardware, 'name', None) or gpu.name}"
     if static_bytes > cap:
         return (f"static memory (weights, gradients, optimizer state) {format_bytes(static_bytes)} alone exceeds "
-                f"the {where}: this step does not fit one GPU unless that state is sharded or offloaded, "
-                f"which the model does not simulate",)
+                f"the {where}: this step does not fit one GPU unless that state is sharded "
+                f"(a parallel setting with ZeRO, e.g. dp=8,zero=3: docs/parallel.md) or offloaded",)
     return (f"static memory {format_bytes(static_bytes)} + {what} {format_bytes(activation_bytes)} = "
             f"{format_bytes(static_bytes + activation_bytes)} exceeds the {where}",)
 
