@@ -83,11 +83,20 @@ def test_measure_charges_the_overhead_and_writes_it_to_the_profile(tmp_path):
     assert doc["per_op_overhead_ms"]["hooks_fwd"] == ov.hooks_fwd_s * 1e3
     keep = m.rows[0]
     assert keep.plan == "keep-all" and keep.sim_step_s == pytest.approx(c.ideal_step_s, rel=1e-12)
-    off = measure(model, inputs, budget=0.9, repeats=1, trace_repeats=1, device="cpu", overhead=False)
-    assert off.overhead is None and off.problem.costs.fwd_overhead_s == 0.0
 
 
 def test_measure_refuses_a_non_boolean_overhead():
     model, inputs = _tiny()
     with pytest.raises(ParameterError, match=r"^measure: overhead: must be True or False; got 'yes'$"):
         measure(model, inputs, overhead="yes")
+
+
+def test_cli_measure_no_overhead(capsys, tmp_path):
+    """``--no-overhead`` (``measure(overhead=False)``): nothing measured, printed or written."""
+    from slackswap.cli import main
+
+    prof = tmp_path / "p.json"
+    assert main(["measure", f"{__name__}:_tiny", "--repeats", "1", "--budget", "0.9", "--no-overhead",
+                 "--profile-out", str(prof)]) == 0
+    assert "per-op overhead" not in capsys.readouterr().out
+    assert "per_op_overhead_ms" not in json.loads(prof.read_text())
