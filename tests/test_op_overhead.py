@@ -103,3 +103,21 @@ def test_a_malformed_overhead_is_one_line_naming_the_field(tmp_path, value, mess
     with pytest.raises(ConfigError) as err:
         profile.read(path)
     assert str(err.value).startswith(f"p.json: {message}") and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, None, [], {}, True, "", [0.1]])
+@pytest.mark.parametrize("key", ["fwd", "bwd", "hooks_fwd", "hooks_bwd"])
+def test_any_other_bad_overhead_value_is_a_config_error_naming_the_key(tmp_path, key, bad):
+    value = {"fwd": 0.1, "bwd": 0.1, key: bad}
+    if key.startswith("hooks") and bad is None:
+        value[key] = "none"                   # None is the default of the hooks' parts: valid
+    with pytest.raises(ConfigError, match=rf"^profile: per_op_overhead_ms\.{key}: "):
+        profile.from_dict({"ops": [{"name": "a", "fwd_ms": 1, "bwd_ms": 2}], "per_op_overhead_ms": value})
+    doc = {"ops": [{"name": "a", "fwd_ms": 1, "bwd_ms": 2}], "per_op_overhead_ms": bad}
+    if bad is None:                            # null: as if absent, like the other optional keys
+        assert profile.from_dict(doc).op_overhead_s == (0.0, 0.0)
+        return
+    whole = r"per_op_overhead_ms\.fwd: missing required key" if bad == {} else \
+        "per_op_overhead_ms: expected a table"
+    with pytest.raises(ConfigError, match="^profile: " + whole):
+        profile.from_dict(doc)
