@@ -123,11 +123,12 @@ def op_overhead(model, forward, graph, op_times, plan, *, sync, repeats: int = 3
     """Measure the fixed cost per op of ``graph``'s step: ``forward()`` runs the forward pass and
     the loss and returns the loss; its ``backward()`` is the backward pass. Each phase is timed
     (fastest of ``repeats``, after a warm-up) plain and under ``apply(model, keep-all plan, graph,
-    track=False)``, as ``measure`` times a step. The overhead of a phase is its time under the
-    executor less the sum of the traced op times of that phase (``op_times``: ``(fwd, bwd)``
-    seconds per op), divided by the number of ops (``plan``: keep-all of ``graph``); a phase the traced times already cover
-    (a negative difference) has overhead 0. The hooks' part is the executor's time less the plain
-    time, per op, within the same bounds (docs/profile.md, "Per-op overhead")."""
+    track=False)`` (``plan``: keep-all of ``graph``), as ``measure`` times a step. The overhead
+    of a phase is its time under the executor less the sum of the traced op times of that phase
+    (``op_times``: ``(fwd, bwd)`` seconds per op), divided by the number of ops; a phase the
+    traced times already cover (a negative difference) has overhead 0. The hooks' part is the
+    executor's time less the plain time, per op, within the same bounds (docs/profile.md,
+    "Per-op overhead")."""
     n = len(graph.ops)
 
     def phases(executor: bool):
