@@ -11,7 +11,9 @@ op's fastest of three traces does in the profile), and prints one row per (model
 step time and peak, measured and simulated. On CUDA the peak is ``torch.cuda.max_memory_allocated``
 above the memory before the step (against the simulator's peak); on CPU it is the resident saved
 activations counted by the executor's hooks (against the same count on the simulator's schedule).
-Goal on a GPU: step within 5% and peak within 2% of the simulator's.
+Goal on a GPU: step within 5% and peak within 2% of the simulator's. The simulated step charges
+the fixed cost per op that ``measure`` measures (``overhead fwd us``, ``overhead bwd us``: per
+forward and per backward op); ``--no-overhead`` simulates with the traced op times alone.
 
 Sizes: ``gpu`` keeps the presets (batch 8-16, seq 512-1024: activations dominate); ``cpu`` keeps
 hidden sizes and heads but runs 4 layers, batch 2, seq 64, vocab 1024, so the whole run takes a
@@ -43,6 +45,9 @@ def main(argv=None):
     ap.add_argument("--host-lead", type=int, help="CUDA: the executor's host_lead (default: none)")
     ap.add_argument("--budgets", default="0.5,0.3", help="fractions of the keep-all peak, one "
                     "planned row each (default 0.5,0.3; at the gpu size llama-small's floor is 0.385)")
+    ap.add_argument("--no-overhead", action="store_true", help="simulate with the traced op times "
+                    "alone (default: measure the fixed cost per op and charge it on every op; "
+                    "docs/profile.md, \"Per-op overhead\")")
     ap.add_argument("--figure", help="write one measured-vs-simulated figure per model (name_{model}.png)")
     args = ap.parse_args(argv)
     cuda = torch.cuda.is_available()
@@ -62,9 +67,12 @@ def main(argv=None):
         t0 = time.perf_counter()
         model, inputs = zoo.build(name, **shape)
         r = measure(model, inputs, budget=budgets, repeats=args.repeats, name=name,
-                    host_lead=args.host_lead)
+                    host_lead=args.host_lead, overhead=not args.no_overhead)
         df = r.table()
         df.insert(0, "model", name)
+        ov = r.overhead
+        df["overhead fwd us"] = ov.fwd_s * 1e6 if ov else 0.0
+        df["overhead bwd us"] = ov.bwd_s * 1e6 if ov else 0.0
         rows.append(df)
         if args.figure:
             stem = args.figure.rsplit(".", 1)

@@ -254,6 +254,16 @@ def published(out_dir: Path, with_hf: bool) -> tuple[str, float]:
     return report.to_markdown(t.reset_index(), floatfmt=".4f").strip(), time.perf_counter() - t0
 
 
+OVERHEAD = """## Step time on real steps, and the per-op overhead
+
+The graphs above are traced on `meta`: they carry no measured times, and their costs are the
+roofline's, with no per-op overhead (docs/profile.md, "Per-op overhead"), so nothing on this page
+depends on it. Step time and peak measured on real PyTorch steps against the simulator's, with
+the fixed cost per op measured and charged on every op, come from `python benchmarks/fidelity.py`
+(benchmarks/README.md, "Plans on real PyTorch steps"; docs/executor.md, "What `measure` does").
+"""
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-reproduce", action="store_true", help="skip the published-table rows")
@@ -343,7 +353,8 @@ Relative to the traced graph (%):
 
 {chr(10).join(s + chr(10) for s in sections)}
 {CAUSES.format(nocache=f"{nocache / MiB:,.1f}")}
-{pub_text}"""
+{pub_text}
+{OVERHEAD}"""
     Path(args.out).write_text(doc)
     print(f"wrote {args.out}")
     return 0

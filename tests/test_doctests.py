@@ -22,7 +22,7 @@ EXAMPLES = {
     "slackswap.planners.slack.slack_planner": 4, "slackswap.core.profile": 3, "slackswap.experiments.runcache": 3,
     "slackswap.core.schema": 2, "slackswap.experiments.synthetic": 7, "slackswap.torch.executor": 9,
     "slackswap.torch.hf_trace": 2, "slackswap.torch.measured_costs": 2, "slackswap.torch.trace": 5,
-    "slackswap.core.units": 4, "slackswap.core.limits": 5,
+    "slackswap.core.units": 4, "slackswap.core.limits": 5, "slackswap.core.costmodel": 3,
     "slackswap.torch.accounting": 3, "slackswap.torch.checkpoint_policy": 6,
 }
 

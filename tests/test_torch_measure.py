@@ -90,6 +90,8 @@ def test_cli_measure_writes_table_figure_and_profile(capsys, tmp_path, monkeypat
     assert rc == 0
     assert "step ratio" in text and "saved activations, hooks" in text
     assert "keep-all: exceeds the budget" in text
+    assert "per-op overhead (charged on every op): forward " in text
+    assert "per_op_overhead_ms" in json.loads(out["prof"].read_text())
     assert out["csv"].read_text().startswith("plan,")
     df = pd.read_csv(out["csv"])
     assert list(df["plan"]) == ["keep-all", "recompute-all", "slack"]

@@ -496,6 +496,8 @@ def _measure_args(p):
     p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE", help="planner parameter")
     p.add_argument("--budget", type=_budget_value, default=0.5, help="activation budget (default 0.5)")
     p.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when present, else cpu")
+    p.add_argument("--no-overhead", action="store_true", help="simulate with the traced op times alone "
+                   "(default: measure the fixed cost per op and charge it on every op; docs/profile.md)")
 
 
 @command("measure", "run keep-all, recompute-all and a plan of a real PyTorch model: measured vs simulated", _measure_args)
@@ -521,13 +523,17 @@ def _measure(args, console) -> int:
                      plan.info, None)   # checked against the traced graph, not a zoo problem
     r = measure(model, inputs, planner=args.planner, planner_params=dict(args.param), plan=plan,
                 budget=args.budget, repeats=args.repeats, device=args.device, name=args.model,
-                profile_path=args.profile_out)
+                profile_path=args.profile_out, overhead=not args.no_overhead)
     df = r.table()
     print_table(console, _df_table(f"{r.model} on {r.device}: fastest of {args.repeats} steps, budget "
                             f"{r.budget_bytes / 2**20:.2f} MiB", df, floatfmt=".3f"))
     console.print(f"peak: {r.peak_kind}" + ("" if r.device.startswith("cuda") else
                   " (CPU: the executor's count of resident saved tensors, against the same count on "
                   "the simulator's schedule; the budget is judged on the simulator's full peak)"))
+    if r.overhead is not None:
+        console.print(f"per-op overhead (charged on every op): forward {r.overhead.fwd_s * 1e6:.1f} us, "
+                      f"backward {r.overhead.bwd_s * 1e6:.1f} us, of which the executor's hooks "
+                      f"{r.overhead.hooks_fwd_s * 1e6:.1f} us, {r.overhead.hooks_bwd_s * 1e6:.1f} us")
     for row in r.rows:
         if not row.fits:
             console.print(f"{row.plan}: exceeds the budget (simulated peak over "

@@ -4,7 +4,8 @@ helpers every way of building one shares (``transfer_seconds``, ``optimizer_seco
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -21,6 +22,10 @@ class CostModel:
     ``d2h_s[t]`` and ``h2d_s[t]`` already include the per-transfer latency:
     ``latency + bytes / bandwidth``. ``duplex_factor`` (0 < f <= 1) scales the H2D bandwidth of a
     copy that starts while the D2H engine is busy (1.0 = full duplex).
+
+    ``fwd_overhead_s`` / ``bwd_overhead_s``: the fixed cost per op (launch, autograd, hooks) that
+    ``fwd_s`` / ``bwd_s`` already include, recorded so a profile can be written back with its
+    kernel times and overhead apart (``with_op_overhead`` adds it; docs/profile.md).
     """
 
     mode: str
@@ -30,6 +35,8 @@ class CostModel:
     h2d_s: tuple[float, ...]
     optimizer_s: float = 0.0
     duplex_factor: float = 1.0
+    fwd_overhead_s: float = 0.0
+    bwd_overhead_s: float = 0.0
 
     def __post_init__(self):
         for name in ("fwd_s", "bwd_s", "d2h_s", "h2d_s"):
@@ -41,6 +48,27 @@ class CostModel:
             raise SlackSwapError(f"CostModel.optimizer_s: must be >= 0, got {self.optimizer_s}")
         if not 0 < self.duplex_factor <= 1:
             raise SlackSwapError(f"CostModel.duplex_factor: must be in (0, 1], got {self.duplex_factor}")
+        for name in ("fwd_overhead_s", "bwd_overhead_s"):
+            _check_overhead(f"CostModel.{name}", getattr(self, name))
+
+    def with_op_overhead(self, fwd_s: float = 0.0, bwd_s: float = 0.0) -> CostModel:
+        """This cost model with ``fwd_s`` seconds added to every op's forward time (so also to
+        every re-run of it) and ``bwd_s`` to every op's backward time: the fixed cost per op that
+        per-kernel timings miss (docs/profile.md, "Per-op overhead"). 0 and 0 return ``self``.
+
+        >>> from slackswap.core.graph import Graph, Op, Tensor
+        >>> g = Graph("g", ops=(Op(0, "a", 0, "matmul", outputs=(0,)),), tensors=(Tensor(0, "x", 8, 0),))
+        >>> CostModel.unit(g).with_op_overhead(0.25, 0.5).ideal_step_s
+        2.75
+        """
+        _check_overhead("with_op_overhead: fwd_s", fwd_s)
+        _check_overhead("with_op_overhead: bwd_s", bwd_s)
+        if fwd_s == 0 and bwd_s == 0:
+            return self
+        return replace(self, fwd_s=tuple(x + fwd_s for x in self.fwd_s),
+                       bwd_s=tuple(x + bwd_s for x in self.bwd_s),
+                       fwd_overhead_s=self.fwd_overhead_s + fwd_s,
+                       bwd_overhead_s=self.bwd_overhead_s + bwd_s)
 
     def check(self, graph: Graph) -> None:
         """Raise unless the arrays have one entry per op / tensor of ``graph``."""
@@ -66,6 +94,12 @@ class CostModel:
         n = len(graph.ops)
         b = tuple(float(t.bytes) for t in graph.tensors)
         return cls("unit", (1.0,) * n, (float(bwd_factor),) * n, b, b, 0.0, duplex_factor)
+
+
+def _check_overhead(field: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) \
+            or not 0 <= value < math.inf:
+        raise SlackSwapError(f"{field}: must be a finite number of seconds >= 0; got {value!r}")
 
 
 #: Adam update traffic per static byte: read and write every byte of weights, gradients and

@@ -64,6 +64,25 @@ class TensorEntry(Schema):
     h2d_ms: Ms | None = None
 
 
+class OverheadEntry(Schema):
+    """``per_op_overhead_ms``: the fixed cost of one op beyond its kernel time (docs/profile.md)."""
+
+    fwd: Ms
+    bwd: Ms
+    hooks_fwd: Ms | None = None
+    hooks_bwd: Ms | None = None
+    method: str = ""
+
+    @model_validator(mode="after")
+    def _hooks_within(self):
+        for part in ("fwd", "bwd"):
+            hooks = getattr(self, f"hooks_{part}")
+            if hooks is not None and hooks > getattr(self, part):
+                raise ValueError(f"hooks_{part}: the hooks' part of the overhead must be <= {part} "
+                                 f"({getattr(self, part)}); got {hooks}")
+        return self
+
+
 class ProfileFile(Schema):
     """A profile document (docs/profile.md): op times, optionally the tensors and the graph."""
 
@@ -76,6 +95,7 @@ class ProfileFile(Schema):
     optimizer_ms: Ms | None = None
     duplex_factor: Annotated[float, Field(gt=0, le=1)] | None = None
     link: Name | dict[str, Any] | None = None
+    per_op_overhead_ms: OverheadEntry | None = None
     ops: Annotated[list[OpEntry], Field(min_length=1)]
     tensors: list[TensorEntry] | None = None
 
@@ -104,6 +124,7 @@ class Profile:
     link: object = None                          # hardware.Link or None
     doc: ProfileFile | None = field(default=None, hash=False, compare=False)
     source: str = ""
+    op_overhead_s: tuple = (0.0, 0.0)            # (fwd, bwd) seconds charged on every op
 
     @property
     def has_graph(self) -> bool:
@@ -154,7 +175,8 @@ class Profile:
             duplex = link.duplex_factor if link is not None else 1.0
         fwd = tuple(self.op_times[n][0] for n in names)
         bwd = tuple(self.op_times[n][1] for n in names)
-        return CostModel("measured", fwd, bwd, tuple(d2h.tolist()), tuple(h2d.tolist()), opt, duplex)
+        cm = CostModel("measured", fwd, bwd, tuple(d2h.tolist()), tuple(h2d.tolist()), opt, duplex)
+        return cm.with_op_overhead(*self.op_overhead_s)
 
     def graph(self, max_ops: int | None = MAX_OPS) -> Graph:
         """The graph the profile describes (needs ``has_graph``). A profile of more than
@@ -229,22 +251,34 @@ def from_dict(doc: dict, source: str = "profile") -> Profile:
         link = _hw.link_from_dict(link, where=f"{source}: link")
     opt = None if f.optimizer_ms is None else f.optimizer_ms * 1e-3
     name = f.name or Path(source).stem
-    return Profile(name, times, tensors, opt, f.duplex_factor, link, f, source)
+    ov = f.per_op_overhead_ms
+    overhead = (0.0, 0.0) if ov is None else (ov.fwd * 1e-3, ov.bwd * 1e-3)
+    return Profile(name, times, tensors, opt, f.duplex_factor, link, f, source, overhead)
 
 
 def to_dict(graph: Graph, costs: CostModel, link=None, **meta) -> dict:
-    """A whole-graph profile document for ``graph`` and ``costs`` (times in ms); ``save`` writes it."""
+    """A whole-graph profile document for ``graph`` and ``costs`` (times in ms); ``save`` writes it.
+
+    A cost model with a per-op overhead (``CostModel.with_op_overhead``) is written as its op times
+    less the overhead plus ``per_op_overhead_ms``; a ``per_op_overhead_ms`` dict in ``meta`` adds its
+    other keys (``hooks_fwd``, ``hooks_bwd``, ``method``) to that entry."""
     costs.check(graph)
+    extra = meta.pop("per_op_overhead_ms", None) or {}
     doc: dict = {"format": FORMAT, "name": graph.name, **meta, "static_bytes": graph.static_bytes,
                  "optimizer_ms": costs.optimizer_s * 1e3, "duplex_factor": costs.duplex_factor}
     if link is not None:
         doc["link"] = link if isinstance(link, str) else link.name
+    ov_f, ov_b = costs.fwd_overhead_s, costs.bwd_overhead_s
+    if ov_f or ov_b:
+        doc["per_op_overhead_ms"] = {**{k: v for k, v in extra.items() if k not in ("fwd", "bwd")},
+                                     "fwd": ov_f * 1e3, "bwd": ov_b * 1e3}
     doc["tensors"] = [{"name": t.name, "bytes": t.bytes, "kind": t.kind, "recomputable": t.recomputable,
                        "swappable": t.swappable, "d2h_ms": costs.d2h_s[t.id] * 1e3,
                        "h2d_ms": costs.h2d_s[t.id] * 1e3} for t in graph.tensors]
     names = [t.name for t in graph.tensors]
-    doc["ops"] = [{"name": op.name, "kind": op.kind, "layer": op.layer, "fwd_ms": costs.fwd_s[op.id] * 1e3,
-                   "bwd_ms": costs.bwd_s[op.id] * 1e3, "inputs": [names[i] for i in op.inputs],
+    doc["ops"] = [{"name": op.name, "kind": op.kind, "layer": op.layer,
+                   "fwd_ms": (costs.fwd_s[op.id] - ov_f) * 1e3,
+                   "bwd_ms": (costs.bwd_s[op.id] - ov_b) * 1e3, "inputs": [names[i] for i in op.inputs],
                    "outputs": [names[i] for i in op.outputs], "saves": [names[i] for i in op.saves],
                    "workspace_bytes": op.workspace_bytes, "fwd_flops": op.fwd_flops, "fwd_bytes": op.fwd_bytes,
                    "bwd_flops": op.bwd_flops, "bwd_bytes": op.bwd_bytes} for op in graph.ops]

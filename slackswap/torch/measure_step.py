@@ -10,6 +10,7 @@ peak the executor's hooks count, compared with the same count on the simulator's
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import math
@@ -60,6 +61,7 @@ class Measurement:
     rows: list = field(default_factory=list)
     problem: Problem | None = None
     profile_path: str | None = None
+    overhead: OpOverhead | None = None      # the measured per-op overhead (None: not measured)
 
     def table(self):
         import pandas as pd  # lazy: start-up cost (pandas)
@@ -90,6 +92,74 @@ def device_costs(graph, device: torch.device, op_times=None) -> CostModel:
     return CostModel("measured", [f for f, _ in times], [b for _, b in times],
                      [lat_d2h + b / bw_d2h if b else 0.0 for b in sizes],
                      [lat_h2d + b / bw_h2d if b else 0.0 for b in sizes])
+
+
+@dataclass(frozen=True)
+class OpOverhead:
+    """The fixed cost per op of a step (``op_overhead``): seconds per forward and per backward op
+    beyond the traced kernel times, the executor's hooks included (``hooks_*``: their part)."""
+
+    fwd_s: float
+    bwd_s: float
+    hooks_fwd_s: float
+    hooks_bwd_s: float
+    n_ops: int
+    step_fwd_s: float          # measured forward (+ loss) under the executor, keep-all
+    step_bwd_s: float          # measured backward under the executor, keep-all
+    kernel_fwd_s: float        # sum of the traced forward op times
+    kernel_bwd_s: float        # sum of the traced backward op times
+
+    METHOD = ("(step phase under the executor, keep-all, fastest of repeats - sum of the traced "
+              "op times of that phase) / ops; hooks: (executor - plain step) / ops")
+
+    def profile_entry(self) -> dict:
+        """The ``per_op_overhead_ms`` entry of a profile (docs/profile.md)."""
+        return {"fwd": self.fwd_s * 1e3, "bwd": self.bwd_s * 1e3, "hooks_fwd": self.hooks_fwd_s * 1e3,
+                "hooks_bwd": self.hooks_bwd_s * 1e3, "method": self.METHOD}
+
+
+def op_overhead(model, forward, graph, op_times, plan, *, sync, repeats: int = 3,
+                host_lead=None) -> OpOverhead:
+    """Measure the fixed cost per op of ``graph``'s step: ``forward()`` runs the forward pass and
+    the loss and returns the loss; its ``backward()`` is the backward pass. Each phase is timed
+    (fastest of ``repeats``, after a warm-up) plain and under ``apply(model, keep-all plan, graph,
+    track=False)`` (``plan``: keep-all of ``graph``), as ``measure`` times a step. The overhead
+    of a phase is its time under the executor less the sum of the traced op times of that phase
+    (``op_times``: ``(fwd, bwd)`` seconds per op), divided by the number of ops; a phase the
+    traced times already cover (a negative difference) has overhead 0. The hooks' part is the
+    executor's time less the plain time, per op, within the same bounds (docs/profile.md,
+    "Per-op overhead")."""
+    n = len(graph.ops)
+
+    def phases(executor: bool):
+        best_f = best_b = math.inf
+        for k in range(repeats + 1):           # the first run warms up
+            if executor:
+                ctx = apply(model, plan, graph, track=False, host_lead=host_lead)
+            else:
+                ctx = contextlib.nullcontext()
+            sync()
+            t0 = time.perf_counter()             # entering and leaving the executor count, as
+            with ctx:                            # in the steps ``measure`` times
+                loss = forward()
+                sync()
+                t1 = time.perf_counter()
+                loss.backward()
+            sync()
+            t2 = time.perf_counter()
+            del loss
+            if k:
+                best_f, best_b = min(best_f, t1 - t0), min(best_b, t2 - t1)
+        return best_f, best_b
+
+    plain_f, plain_b = phases(False)
+    ex_f, ex_b = phases(True)
+    kf = math.fsum(f for f, _ in op_times)
+    kb = math.fsum(b for _, b in op_times)
+    per = (lambda x: max(x, 0.0) / n) if n else (lambda x: 0.0)
+    fwd, bwd = per(ex_f - kf), per(ex_b - kb)
+    return OpOverhead(fwd, bwd, min(per(ex_f - plain_f), fwd), min(per(ex_b - plain_b), bwd), n,
+                      ex_f, ex_b, kf, kb)
 
 
 def _timed(fn, sync, repeats=5) -> float:
@@ -128,27 +198,33 @@ def check_repeats(repeats=3, trace_repeats=3) -> None:
 
 def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_params=None, plan=None,
             budget=0.5, repeats: int = 3, device=None, name: str | None = None,
-            profile_path=None, trace_repeats: int = 3, host_lead=None) -> Measurement:
+            profile_path=None, trace_repeats: int = 3, host_lead=None,
+            overhead: bool = True) -> Measurement:
     """Measure keep-all, recompute-all and a plan of ``model`` on ``device`` (default: CUDA when
     present, else CPU). ``plan``: a ``Plan`` to run instead of planning with ``planner``.
     ``budget``: as ``Problem.with_budget`` (fraction of the keep-all peak, bytes, or None), or a
     list of them: one planned row per budget (``slack@0.5``); the first one judges the baselines.
     A plan over the budget still runs; its row says it exceeds the budget. The profile's per-op
-    times are the fastest of ``trace_repeats`` timed traces. ``host_lead``: as in ``apply``."""
+    times are the fastest of ``trace_repeats`` timed traces. ``host_lead``: as in ``apply``.
+    ``overhead``: measure the fixed cost per op (``op_overhead``, ``repeats`` runs per phase) and
+    charge it on every op (``CostModel.with_op_overhead``); False: kernel times only."""
 
     from ._check import check_device
     check_repeats(repeats, trace_repeats)
+    if not isinstance(overhead, bool):
+        raise ParameterError(f"measure: overhead: must be True or False; got {overhead!r}")
     dev = check_device(device or ("cuda" if torch.cuda.is_available() else "cpu"), "measure")
     model = model.to(dev)
     inputs = _move(inputs, dev)
     loss_fn = loss_fn or _default_loss
     args = tuple(inputs.values()) if isinstance(inputs, dict) else tuple(inputs)
 
-    def step():
+    def forward():
         out = model(**inputs) if isinstance(inputs, dict) else model(*inputs)
-        loss = loss_fn(out, *args)
-        del out
-        loss.backward()
+        return loss_fn(out, *args)
+
+    def step():
+        forward().backward()
 
     step()                                   # warm-up: allocator, kernels, lazy init
     state = copy.deepcopy(model.state_dict())
@@ -164,13 +240,24 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
     op_times = [tuple(min(g.spec.op_times_s[i][j] for g in graphs) for j in (0, 1))
                 for i in range(len(graph.ops))]
     costs = device_costs(graph, dev, op_times)
+    cuda = dev.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    keep, rec = ({t: d for t in Problem.from_graph(graph, costs).planning_ids}
+                 for d in (Decision.KEEP, Decision.RECOMPUTE))
+    ov = None
+    meta = {}
+    if overhead:
+        ov = op_overhead(model, forward, graph, op_times, Plan(keep), sync=sync, repeats=repeats,
+                         host_lead=host_lead)
+        model.load_state_dict(state)
+        costs = costs.with_op_overhead(ov.fwd_s, ov.bwd_s)
+        meta["per_op_overhead_ms"] = ov.profile_entry()
     if profile_path is not None:
         profile.save(profile_path, graph, costs, description="measured by slackswap measure",
-                     device=str(dev))
+                     device=str(dev), **meta)
     budgets = list(budget) if isinstance(budget, (list, tuple)) else [budget]
     base = Problem.from_graph(graph, costs)
     problem = base.with_budget(budgets[0])
-    keep, rec = ({t: d for t in problem.planning_ids} for d in (Decision.KEEP, Decision.RECOMPUTE))
     plans = {"keep-all": (Plan(keep), problem), "recompute-all": (Plan(rec), problem)}
     if plan is not None:
         plans[plan.planner] = (plan, problem)
@@ -179,12 +266,11 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
             pb = base.with_budget(b)
             label = planner if len(budgets) == 1 else f"{planner}@{b}"
             plans[label] = (planners.get(planner, **dict(planner_params or {})).plan(pb), pb)
-    cuda = dev.type == "cuda"
     res = Measurement(graph.spec.name or type(model).__name__, str(dev),
                       "max_memory_allocated" if cuda else "saved activations, hooks",
                       problem.budget_bytes, problem.keep_all_peak, problem=problem,
-                      profile_path=None if profile_path is None else str(profile_path))
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+                      profile_path=None if profile_path is None else str(profile_path),
+                      overhead=ov)
 
     def run(p, issue, track):
         for q in model.parameters():   # gradients allocated before the step: not in its peak
