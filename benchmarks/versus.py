@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import statistics
 import sys
 import time
@@ -203,11 +204,12 @@ def _slack_rows(model, graph, b, pb, regions, r, row):
 
 
 def versus(model, inputs, budgets, *, repeats: int = 3, device=None, compile_backend="inductor",
-           name: str = "model") -> list[dict]:
-    """One row per method (see the module docstring); ``compile_backend=None`` skips compile."""
+           name: str = "model", peaks: bool = True) -> list[dict]:
+    """One row per method (see the module docstring); ``compile_backend=None`` skips compile;
+    ``peaks=False`` skips the profiled step of each row on CPU (about a second on small models)."""
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model = model.to(dev)
-    inputs = {k: v.to(dev) for k, v in inputs.items()}
+    inputs = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
     r = _Runner(model, inputs, dev)
     r.zero()
     r.step()                                     # warm-up
@@ -221,9 +223,9 @@ def versus(model, inputs, budgets, *, repeats: int = 3, device=None, compile_bac
         run()                                   # warm-up (compile: compiles)
         grads = r.grads()
         step = r.timed(run, repeats)
-        peak = r.peak(run)
+        peak = r.peak(run) / 2**20 if peaks or r.cuda else ""
         rows.append({"model": name, "method": method, "budget": budget, "step ms": step * 1e3,
-                     "peak MiB": peak / 2**20, "grad max abs diff": _diff(grads, ref), **extra})
+                     "peak MiB": peak, "grad max abs diff": _diff(grads, ref), **extra})
 
     row("no plan", "", r.step)
     with _per_layer(model):
@@ -372,11 +374,17 @@ def main(argv=None):
     lines = [",".join(FIELDS)] + [",".join(_fmt(r.get(f, ""), f) for f in FIELDS) for r in rows]
     print("\n".join(lines))
     if args.out:
-        dev = torch.cuda.get_device_name() if size == "gpu" else "CPU"
+        import transformers
+
+        where = (f"{torch.cuda.get_device_name()}" if size == "gpu" else
+                 f"{os.cpu_count()}-core machine ({torch.get_num_threads()} intra-op thread(s))")
+        shape = ", ".join(f"{k} {v}" for k, v in {**(CPU_SHAPE if size == "cpu" else {}), **given}.items())
         with open(args.out, "w", encoding="utf-8") as f:
             f.write(f"# date: {time.strftime('%Y-%m-%d', time.gmtime())}\n"
-                    f"# machine: {dev} (PyTorch {torch.__version__})\n"
-                    f"# command: python benchmarks/versus.py {' '.join(argv if argv is not None else sys.argv[1:])}\n")
+                    f"# machine: {where}; PyTorch {torch.__version__}, transformers {transformers.__version__}\n"
+                    f"# command: python benchmarks/versus.py {' '.join(argv if argv is not None else sys.argv[1:])}\n"
+                    f"# note: {shape or 'full shapes'}; budgets {', '.join(map(str, budgets))} of the simulated "
+                    f"keep-all peak; median of {args.repeats} steps\n")
             f.write("\n".join(lines) + "\n")
     if args.figure:
         figure(rows, args.figure)
