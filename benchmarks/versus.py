@@ -266,14 +266,14 @@ def versus(model, inputs, budgets, *, repeats: int = 3, device=None, compile_bac
     return rows
 
 
-def positive(field):
+def positive():
     def parse(text):
         try:
             v = int(text)
         except ValueError:
             v = None
         if v is None or v < 1:
-            raise argparse.ArgumentTypeError(f"{field}: must be an integer >= 1; got {text!r}")
+            raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}")
         return v
     return parse
 
@@ -284,7 +284,7 @@ def fractions(text):
     except ValueError:
         out = None
     if not out or not all(0 < b <= 1 for b in out):    # NaN fails the comparison
-        raise argparse.ArgumentTypeError(f"--budgets: expected fractions in (0, 1] of the keep-all "
+        raise argparse.ArgumentTypeError(f"expected fractions in (0, 1] of the keep-all "
                                          f"peak, separated by commas, e.g. 0.5,0.3; got {text!r}")
     return out
 
@@ -299,8 +299,9 @@ def _fmt(v, field=""):
     return str(v)
 
 
-def figure(rows, path):
-    """Measured step time against measured peak, one panel per model, one marker per method."""
+def figure(rows, path, title="CPU"):
+    """Measured step time against measured peak, one panel per model, one marker per method
+    (rows without both, such as a budget no plan can fit, are left out)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -311,7 +312,8 @@ def figure(rows, path):
     marks = dict(zip(methods, "os^DvP*X", strict=False))
     colors = dict(zip(methods, plt.rcParams["axes.prop_cycle"].by_key()["color"], strict=False))
     for ax, m in zip(axes[0], models, strict=True):
-        for r in (r for r in rows if r["model"] == m):
+        for r in (r for r in rows if r["model"] == m and r.get("peak MiB", "") != ""
+                  and r.get("step ms", "") != ""):
             ax.scatter(r["peak MiB"], r["step ms"], marker=marks[r["method"]], s=70,
                        color=colors[r["method"]], label=r["method"])
             if r["budget"] != "":
@@ -324,7 +326,8 @@ def figure(rows, path):
         ax.set_xlabel("measured activation peak (MiB)")
         ax.set_ylabel("measured step time (ms)")
         ax.grid(alpha=0.3)
-    fig.suptitle("Step time against activation peak (labels: budget as a fraction of keep-all)", fontsize=10)
+    fig.suptitle(f"{title}: measured step time against measured peak (labels: budget as a fraction of "
+                 "the simulated keep-all peak)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -334,19 +337,22 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=("cpu", "gpu"), help="default: gpu when CUDA is present")
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--batch", type=positive("--batch"))
-    ap.add_argument("--seq", type=positive("--seq"))
-    ap.add_argument("--layers", type=positive("--layers"))
-    ap.add_argument("--vocab", type=positive("--vocab"))
+    ap.add_argument("--batch", type=positive())
+    ap.add_argument("--seq", type=positive())
+    ap.add_argument("--layers", type=positive())
+    ap.add_argument("--vocab", type=positive())
     ap.add_argument("--budgets", type=fractions, help="fractions of the simulated keep-all peak "
                     "(default 0.5,0.3; at --size cpu 0.5,0.35: GPT-2's floor there is 0.304)")
-    ap.add_argument("--repeats", type=positive("--repeats"), default=3)
-    ap.add_argument("--threads", type=positive("--threads"), help="torch intra-op threads (default 1 on CPU)")
+    ap.add_argument("--repeats", type=positive(), default=3)
+    ap.add_argument("--threads", type=positive(), help="torch intra-op threads (default 1 on CPU)")
     ap.add_argument("--compile-backend", default="inductor", choices=("inductor", "aot_eager_decomp_partition"))
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
     ap.add_argument("--out", help="write the rows as CSV")
     ap.add_argument("--figure", help="write the figure (PNG)")
+    ap.add_argument("--replot", metavar="CSV", help="draw --figure from a CSV this script wrote; run nothing")
     args = ap.parse_args(argv)
+    if args.replot:
+        return _replot(ap, args.replot, args.figure)
     cuda = torch.cuda.is_available()
     size = args.size or ("gpu" if cuda else "cpu")
     if size == "gpu" and not cuda:
@@ -387,7 +393,29 @@ def main(argv=None):
                     f"keep-all peak; median of {args.repeats} steps\n")
             f.write("\n".join(lines) + "\n")
     if args.figure:
-        figure(rows, args.figure)
+        figure(rows, args.figure, "CPU" if size == "cpu" else torch.cuda.get_device_name())
+    return 0
+
+
+def _replot(ap, csv_path, fig_path):
+    import csv
+
+    if not fig_path:
+        ap.error("--replot: needs --figure PATH")
+    try:
+        with open(csv_path, encoding="utf-8") as f:
+            lines = [ln for ln in f if not ln.startswith("#")]
+            meta = dict(ln[1:].split(":", 1) for ln in open(csv_path, encoding="utf-8") if ln.startswith("#"))
+    except OSError as e:
+        ap.error(f"--replot: cannot read {csv_path!r} ({e.strerror})")
+    rows = list(csv.DictReader(lines))
+    if not rows or any(f not in rows[0] for f in ("model", "method", "budget", "step ms", "peak MiB")):
+        ap.error(f"--replot: {csv_path!r} is not a CSV of benchmarks/versus.py (columns {', '.join(FIELDS)})")
+    for r in rows:
+        for f in ("step ms", "peak MiB"):
+            r[f] = float(r[f]) if r[f] else ""
+    machine = meta.get("machine", "").strip()
+    figure(rows, fig_path, "CPU" if "core machine" in machine else machine.split(";")[0])
     return 0
 
 
