@@ -318,12 +318,13 @@ def figure(rows, path, title="CPU"):
                        color=colors[r["method"]], label=r["method"])
             if r["budget"] != "":
                 ax.annotate(f"{r['budget']}", (r["peak MiB"], r["step ms"]), textcoords="offset points",
-                            xytext=(6, 4), fontsize=8)
+                            xytext=(-24, 4) if r["method"] == "slack policy" else (6, 4), fontsize=8)
         handles, labels = ax.get_legend_handles_labels()
         seen = dict(zip(labels, handles, strict=True))
         ax.legend(seen.values(), seen.keys(), fontsize=8)
         ax.set_title(m)
-        ax.set_xlabel("measured activation peak (MiB)")
+        ax.set_xlabel("measured peak above the step's start (MiB)" + ("; CPU: host copies included"
+                                                                     if title == "CPU" else ""))
         ax.set_ylabel("measured step time (ms)")
         ax.grid(alpha=0.3)
     fig.suptitle(f"{title}: measured step time against measured peak (labels: budget as a fraction of "
@@ -404,8 +405,10 @@ def _replot(ap, csv_path, fig_path):
         ap.error("--replot: needs --figure PATH")
     try:
         with open(csv_path, encoding="utf-8") as f:
-            lines = [ln for ln in f if not ln.startswith("#")]
-            meta = dict(ln[1:].split(":", 1) for ln in open(csv_path, encoding="utf-8") if ln.startswith("#"))
+            lines0 = f.readlines()
+            lines = [ln for ln in lines0 if not ln.startswith("#")]
+            meta = {k.strip(): v.strip() for k, _, v in (ln[1:].partition(":") for ln in lines0
+                                                           if ln.startswith("#"))}
     except OSError as e:
         ap.error(f"--replot: cannot read {csv_path!r} ({e.strerror})")
     rows = list(csv.DictReader(lines))
@@ -415,7 +418,7 @@ def _replot(ap, csv_path, fig_path):
         for f in ("step ms", "peak MiB"):
             r[f] = float(r[f]) if r[f] else ""
     machine = meta.get("machine", "").strip()
-    figure(rows, fig_path, "CPU" if "core machine" in machine else machine.split(";")[0])
+    figure(rows, fig_path, "CPU" if "-core " in machine else machine.split(";")[0])
     return 0
 
 
