@@ -20,7 +20,8 @@ Rows, each a forward + loss + backward step (no optimizer) of the same model and
   ``context_fn`` of per-layer checkpointing);
 * per budget, ``compile knapsack``: ``torch.compile`` (``--compile-backend``, default inductor)
   with ``torch._functorch.config.activation_memory_budget = b`` (PyTorch's own knapsack over
-  what to recompute, as a fraction of its own activation memory). ``--no-compile`` skips it.
+  what to recompute, as a fraction of its own activation memory). ``--no-compile`` skips it; a
+  step that cannot compile here gives a ``not run`` row with the reason, and the rest runs.
 
 Columns: step time (median of ``--repeats`` steps after one warm-up step; for compile the
 warm-up compiles, its seconds are in ``note``), the measured activation peak (CUDA:
@@ -203,6 +204,30 @@ def _slack_rows(model, graph, b, pb, regions, r, row):
             "note": f"per-layer regions; simulated {'fits' if sim_r.peak_bytes <= pb.budget_bytes else 'over budget'}"})
 
 
+def _compile_row(model, b, backend, r, row) -> str | None:
+    """``torch.compile`` with PyTorch's activation-memory knapsack at fraction ``b``; returns
+    why not when this machine cannot compile the step (None when the row ran)."""
+    import torch._functorch.config as fconfig
+
+    torch._dynamo.reset()
+    try:
+        with fconfig.patch(activation_memory_budget=b):
+            fwd = torch.compile(model, backend=backend)
+            t0 = time.perf_counter()
+            r.zero()
+            r.step(fwd)
+            first = time.perf_counter() - t0
+            row("compile knapsack", b, lambda: r.step(fwd),
+                note=f"{backend}; first step (compiles) {first:.1f} s; its backward returns "
+                     "every parameter gradient before they are added to .grad")
+    except Exception as e:   # a missing compiler, an unsupported op: say why, run the rest
+        text = " ".join(ln.strip() for ln in str(e).splitlines()[:2])
+        return f"{type(e).__name__}: {text}".replace(",", ";")
+    finally:
+        torch._dynamo.reset()
+    return None
+
+
 def versus(model, inputs, budgets, *, repeats: int = 3, device=None, compile_backend="inductor",
            name: str = "model", peaks: bool = True) -> list[dict]:
     """One row per method (see the module docstring); ``compile_backend=None`` skips compile;
@@ -250,19 +275,9 @@ def versus(model, inputs, budgets, *, repeats: int = 3, device=None, compile_bac
         else:
             _slack_rows(model, graph, b, pb, regions, r, row)
         if compile_backend:
-            import torch._functorch.config as fconfig
-
-            torch._dynamo.reset()
-            with fconfig.patch(activation_memory_budget=b):
-                fwd = torch.compile(model, backend=compile_backend)
-                t0 = time.perf_counter()
-                r.zero()
-                r.step(fwd)
-                first = time.perf_counter() - t0
-                row("compile knapsack", b, lambda fwd=fwd: r.step(fwd),
-                    note=f"{compile_backend}; first step (compiles) {first:.1f} s; its backward returns "
-                         "every parameter gradient before they are added to .grad")
-            torch._dynamo.reset()
+            why = _compile_row(model, b, compile_backend, r, row)
+            if why is not None:
+                rows.append({"model": name, "method": "compile knapsack", "budget": b, "note": f"not run: {why}"})
     return rows
 
 
