@@ -92,7 +92,9 @@ def build(name: str, batch=None, seq=None, layers=None, vocab=None, seed: int = 
 
 def _cpu_peak(fn) -> int:
     """Peak bytes allocated on the CPU while ``fn`` runs, above those allocated before it, from
-    PyTorch's profiler (the CPU allocator keeps no peak counter)."""
+    PyTorch's profiler (the CPU allocator keeps no peak counter). A block allocated before the
+    profiler started and freed during ``fn`` is not seen freed (PyTorch warns so), so such a
+    block, if any, is counted as still held: the value is an upper bound."""
     from torch.profiler import ProfilerActivity, profile
     from torch.profiler._memory_profiler import Action
 
