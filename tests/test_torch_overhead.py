@@ -46,7 +46,7 @@ def _overhead(device):
 def _check(graph, ov):
     n = len(graph.ops)
     assert ov.n_ops == n > 0
-    assert 0 < ov.fwd_s < math.inf and 0 <= ov.bwd_s < math.inf
+    assert 0 <= ov.fwd_s < math.inf and 0 <= ov.bwd_s < math.inf
     assert 0 <= ov.hooks_fwd_s <= ov.fwd_s and 0 <= ov.hooks_bwd_s <= ov.bwd_s
     # the definition: (measured phase - sum of the traced op times) / ops, 0 when negative
     assert ov.kernel_fwd_s == math.fsum(f for f, _ in graph.spec.op_times_s)
@@ -61,14 +61,17 @@ def cpu_overhead():
     return _overhead("cpu")     # the module's first trace also pays torch's one-time start-up
 
 
-def test_the_overhead_per_op_is_positive_and_finite_on_cpu(cpu_overhead):
-    """The forward's host-side work between ops (``HostWork``'s loop; on a real model module,
-    autograd and hook code) is in the measured step, not in the traced op times: positive."""
+def test_the_overhead_per_op_follows_its_definition_on_cpu(cpu_overhead):
+    """The overhead is finite, at least 0, and exactly its definition from the measured phases and
+    the traced op times. (That it is positive here, the forward's host-side work between ops,
+    ``HostWork``'s loop, being in the measured step and not in the traced op times, is a timing
+    and is not asserted: on a loaded machine the traced op times, measured once, can exceed the
+    measured phase, which then gets 0.)"""
     _check(*cpu_overhead)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_the_overhead_per_op_is_positive_and_finite_on_cuda():
+def test_the_overhead_per_op_follows_its_definition_on_cuda():
     _check(*_overhead("cuda"))
 
 
@@ -77,7 +80,7 @@ def test_measure_charges_the_overhead_and_writes_it_to_the_profile(tmp_path):
     path = tmp_path / "p.json"
     m = measure(model, inputs, budget=0.9, repeats=1, trace_repeats=1, device="cpu", profile_path=path)
     c, ov = m.problem.costs, m.overhead
-    assert (c.fwd_overhead_s, c.bwd_overhead_s) == (ov.fwd_s, ov.bwd_s) and ov.fwd_s > 0
+    assert (c.fwd_overhead_s, c.bwd_overhead_s) == (ov.fwd_s, ov.bwd_s) and ov.fwd_s >= 0
     doc = json.loads(path.read_text())
     assert doc["per_op_overhead_ms"]["fwd"] == ov.fwd_s * 1e3
     assert doc["per_op_overhead_ms"]["hooks_fwd"] == ov.hooks_fwd_s * 1e3
