@@ -21,7 +21,6 @@ True
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,14 +29,9 @@ from pydantic import BeforeValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from ..core.errors import ConfigError, UnknownNameError
-from ..core.paths import data_dir, user_path
+from ..core.paths import data_dir, read_document, user_path
 from ..core.schema import Schema, parse
 from .spec import TransformerSpec
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 #: The keys of a parallel setting, the same in a dict, a TOML table and on the CLI.
 KEYS = ("dp", "zero", "tp", "sp", "pp", "microbatches", "schedule", "stage", "optimizer_bytes")
@@ -332,12 +326,6 @@ def load(name: str | Path) -> Parallel:
         if str(name) not in available():
             raise UnknownNameError("parallel setting", str(name), available())
         path = parallel_dir() / f"{name}.toml"
-    try:
-        with path.open("rb") as fh:
-            raw = tomllib.load(fh)
-    except OSError as exc:
-        raise ConfigError(f"parallel file: cannot read {path}: {exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path.name}: invalid TOML: {exc}") from None
+    path, raw = read_document(path, "toml", "parallel file", ConfigError)
     doc = parse(ParallelFile, raw, path.name)
     return Parallel(**{k: getattr(doc, k) for k in KEYS}, name=doc.name or path.stem)
