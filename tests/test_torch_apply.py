@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from exec_models import build, traced_with_reference  # noqa: E402
+from exec_models import build, run_and_compare, traced_with_reference  # noqa: E402
 
 from slackswap import Decision, Plan, PlanError, Problem, planners  # noqa: E402
 from slackswap.core.errors import ConfigError, ExecutionError  # noqa: E402
@@ -52,11 +52,7 @@ CASES = [(m, k) for m in ("gpt2", "bert", "llama", "cnn")
 def test_plan_runs_exactly(name, kind):
     model, inputs, graph, ref_grads = _setup(name)
     plan, problem = _plan(graph, kind)
-    m = copy.deepcopy(model)
-    stats = run_step(m, plan, graph, inputs, problem=problem)
-    # fp32 on CPU: the same kernels on the same values, so the gradients are bitwise equal
-    for (pname, p), g in zip(m.named_parameters(), ref_grads, strict=True):
-        assert torch.equal(p.grad, g), f"{name}/{kind}: gradient of {pname} differs"
+    stats = run_and_compare(model, plan, graph, inputs, problem, ref_grads, f"{name}/{kind}")
     sched = compile_schedule(graph, plan.decisions)
     assert stats.recomputed_ops == len(sched.recomputed)
     assert stats.swapped_bytes == sum(graph.tensors[t].bytes for t in plan.ids(Decision.SWAP))

@@ -3,13 +3,12 @@ made after the one they write (T5's ``scores += position_bias``, ``shift_tokens_
 and T5 given only ``labels``), buffers a CPU trace advances, the message for a graph traced on
 meta, and the public saved-activation peak (docs/trace.md, docs/executor.md)."""
 
-import copy
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from exec_models import traced_with_reference  # noqa: E402
+from exec_models import run_and_compare, traced_with_reference  # noqa: E402
 
 from slackswap import Decision, Plan, Problem, planners  # noqa: E402
 from slackswap.core.errors import ExecutionError, ParameterError, PlanError  # noqa: E402
@@ -126,10 +125,7 @@ def _plan(graph, kind):
 def test_planned_steps_give_the_plain_gradients_bitwise(name, kind):
     model, inputs, graph, ref_grads = _setup(name)
     plan, problem = _plan(graph, kind)
-    m = copy.deepcopy(model)
-    stats = run_step(m, plan, graph, inputs, problem=problem)
-    for (pname, p), g in zip(m.named_parameters(), ref_grads, strict=True):
-        assert torch.equal(p.grad, g), f"{name}/{kind}: gradient of {pname} differs"
+    stats = run_and_compare(model, plan, graph, inputs, problem, ref_grads, f"{name}/{kind}")
     # every op the schedule re-runs, once (the in-place write reading a later tensor included)
     assert stats.recomputed_ops == len(compile_schedule(graph, plan.decisions).recomputed)
     assert stats.peak_saved_bytes == simulated_saved_peak(graph, plan, problem=problem)
