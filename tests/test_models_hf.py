@@ -135,3 +135,36 @@ def test_preset_files_must_state_the_implementation(tmp_path):
     p.write_text(text.replace('implementation = "test model"\n', ""))
     with pytest.raises(ConfigError, match="^no-impl.toml: sources.implementation: missing required key$"):
         load_file(p)
+
+
+def test_use_cache_false_follows_the_config(tmp_path):
+    """GPT-2's KV cache: with ``use_cache`` on (HF's default) the cache update copies k and v,
+    which attention saves; a config with ``"use_cache": false`` (as training configs often set)
+    keeps them views of the fused c_attn output. The analytical setting follows the config: its
+    saved bytes move with the trace's, by the two [b, s, h] copies per block."""
+    import json
+
+    from slackswap.core.paths import data_dir
+
+    cfg = json.loads((data_dir() / "hf" / "tiny-gpt2.json").read_text())
+    got = {}
+    for use_cache in (True, False):
+        path = tmp_path / f"cache-{use_cache}.json"
+        path.write_text(json.dumps({**cfg, "use_cache": use_cache}))
+        spec = from_hf_config(path, batch=2, seq=64)
+        assert spec.use_cache is use_cache
+        traced = models.build(f"hf:{path}", batch=2, seq=64).saved_bytes()
+        got[use_cache] = (traced, models.build(spec).saved_bytes())
+    (t_on, a_on), (t_off, a_off) = got[True], got[False]
+    b, s, h, layers = 2, 64, cfg["n_embd"], cfg["n_layer"]
+    e = {"bf16": 2, "fp16": 2, "fp32": 4}[spec.dtype]
+    assert t_on - t_off == a_on - a_off == layers * 2 * b * s * h * e
+    assert abs(a_off - t_off) <= 0.001 * t_off
+
+
+def test_use_cache_is_checked():
+    with pytest.raises(ConfigError, match="use_cache: must be true for implementation 'fused'"):
+        load("gpt2-xl", use_cache=False)
+    with pytest.raises(ConfigError, match="use_cache"):
+        from_hf_config({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4,
+                        "n_positions": 64, "vocab_size": 128, "use_cache": "no"})

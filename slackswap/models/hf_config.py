@@ -59,6 +59,7 @@ class _Config(Schema):
     attn_private: Literal[tuple(_ATTENTION)] | None = Field(None, alias="_attn_implementation")
     attn_implementation: Literal[tuple(_ATTENTION)] | None = None
     name_or_path: str | None = Field(None, alias="_name_or_path")
+    use_cache: bool | None = None
 
 
 class BertConfig(_Config):
@@ -160,7 +161,7 @@ def from_hf_config(path, /, **overrides) -> TransformerSpec:
                   activation="swiglu", dropout=_or(c.attention_dropout, 0.0), causal=True,
                   tied_embeddings=_or(tied, False), position="rope", head="lm")
     attn = c.attn_private or c.attn_implementation or "sdpa"
-    kw.update(attention=_ATTENTION[attn], implementation="hf")
+    kw.update(attention=_ATTENTION[attn], implementation="hf", use_cache=_or(c.use_cache, True))
     name = overrides.pop("name", None) or default_name or c.name_or_path or head.model_type
     fields = TransformerSpec.fields()
     for k in overrides:

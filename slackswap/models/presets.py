@@ -59,13 +59,15 @@ def load_file(path: str | Path, /, **overrides) -> TransformerSpec:
     return spec_from_dict(raw, where=path.name, **overrides)
 
 
-_SOURCED = [f for f in TransformerSpec.fields() if f not in ("name", "source") + WORKLOAD_FIELDS]
+#: fields a file may leave out (with their defaults); a file that sets one gives its source too
+OPTIONAL_FIELDS = (*WORKLOAD_FIELDS, "use_cache")
+_SOURCED = [f for f in TransformerSpec.fields() if f not in ("name", "source") + OPTIONAL_FIELDS]
 _Text = Annotated[str, Field(min_length=1)]
 #: ``[sources]``: a non-empty source text for every number and setting (the workload fields may be
 #: left out of a file, with their source: they then take their defaults, docs/models.md "Workload")
 Sources = create_model("Sources", __base__=Schema,
                        **{f: (_Text, ...) for f in _SOURCED},
-                       **{f: (_Text | None, None) for f in WORKLOAD_FIELDS})
+                       **{f: (_Text | None, None) for f in OPTIONAL_FIELDS})
 
 
 class ModelFile(SpecSchema):
@@ -78,12 +80,13 @@ class ModelFile(SpecSchema):
     budget_scope: Literal[BUDGET_SCOPES] = "step"
     budget_logits: bool = True
     budget_param_grads: bool = False
+    use_cache: bool = True
     sources: Sources
 
     @model_validator(mode="after")
     def _sourced(self):
         given = self.model_fields_set
-        for f in WORKLOAD_FIELDS:
+        for f in OPTIONAL_FIELDS:
             if f in given and getattr(self.sources, f) is None:
                 raise ValueError(f"sources.{f}: a file that sets {f} gives its source too")
         return self

@@ -88,6 +88,9 @@ _HELP = {
                      "workspace (true) or leaves them out (false)",
     "budget_param_grads": "the budget's 100% adds the parameter gradients (2 bytes per parameter "
                           "on this GPU; true) or not (false)",
+    "use_cache": "the model builds a KV cache in the training step (HF's default, true), whose "
+                 "copies of k and v attention saves; false: GPT-2's k and v stay views of the fused "
+                 "c_attn output, as q does (no extra bytes); implementation 'hf'",
     "source": "where the numbers come from",
 }
 
@@ -126,6 +129,7 @@ class TransformerSpec:
     budget_scope: str = "step"
     budget_logits: bool = True
     budget_param_grads: bool = False
+    use_cache: bool = True
     source: str = ""
 
     def __post_init__(self):
@@ -287,6 +291,7 @@ class SpecSchema(Schema):
     budget_scope: Literal[BUDGET_SCOPES]
     budget_logits: bool
     budget_param_grads: bool
+    use_cache: bool
     source: str
 
     @model_validator(mode="after")
@@ -315,6 +320,10 @@ class SpecSchema(Schema):
         if s.mlm_fraction != 1 and s.head != "mlm":
             raise ValueError(f"mlm_fraction: must be 1 for head {s.head!r} (only an MLM head gathers "
                              f"positions); got {s.mlm_fraction!r}")
+        if s.implementation != "hf" and not s.use_cache:
+            raise ValueError(f"use_cache: must be true for implementation {s.implementation!r} (a KV "
+                             "cache is what HF's own code builds; implementation 'hf' takes false); "
+                             "got False")
         if s.implementation != "fused":
             for name, default in (("mlm_fraction", 1.0), ("logits_dtype", "activation"),
                                   ("loss_workspace", True)):

@@ -244,14 +244,17 @@ class _Transformer:
         # HF GPT-2 under SDPA (and eager at batch 1, where the reshape for the matmul is a view):
         # q stays a view of the fused c_attn output, so saving it keeps the whole [b, s, h + 2kv]
         # storage; k and v are copies made by the (default) KV cache update.
+        # Without the cache (use_cache false) k and v stay views of that output too: one tensor.
         fused_q = self.hf and s.family == "gpt2" and (s.attention == "flash" or s.batch == 1)
         q_name, q_bytes = (pre + "qkv.out", T * (h + 2 * kvw) // t * e) if fused_q else (pre + "q", ql)
         weights = h * (h + 2 * kvw) // t * e
-        q, k, v = g.op(pre + "qkv", "matmul", (x,) if keep is None else (x, keep),
-                       [(q_name, q_bytes, "activation"), (pre + "k", kvl, "activation"),
-                        (pre + "v", kvl, "activation")],
-                       saves=(x if keep is None else keep,), flops=qkv_flops,
-                       extra_bytes=weights if keep is None else weights - g.tensors[keep].bytes)
+        outs = [(q_name, q_bytes, "activation")]
+        if not (fused_q and not s.use_cache):
+            outs += [(pre + "k", kvl, "activation"), (pre + "v", kvl, "activation")]
+        made = g.op(pre + "qkv", "matmul", (x,) if keep is None else (x, keep), outs,
+                    saves=(x if keep is None else keep,), flops=qkv_flops,
+                    extra_bytes=weights if keep is None else weights - g.tensors[keep].bytes)
+        q, k, v = (made,) * 3 if isinstance(made, int) else made
         if s.position == "rope":
             cs = tuple(self.rope) if self.rope else ()
             q, k = g.op(pre + "rope", "elementwise", (q, k) + cs,
