@@ -44,6 +44,8 @@ class ExecStats:
     prefetched: int = 0
     peak_saved_bytes: int | None = None
     decisions: dict | None = None
+    #: the step's loss, detached (``run_step``; None under ``apply``, where the loss is yours)
+    loss: torch.Tensor | None = None
 
 
 class _Handle:
@@ -517,7 +519,8 @@ def apply(model, plan, graph, *, problem=None, issue_points=None, track=True,
 
 def run_step(model, plan, graph, inputs, loss_fn=None, **kw) -> ExecStats:
     """One forward + loss + backward of ``model`` on ``inputs`` under ``plan`` (the loss as in
-    ``trace``: ``loss_fn(output, *inputs)``, default ``output.loss`` or the output's sum)."""
+    ``trace``: ``loss_fn(output, *inputs)``, default ``output.loss`` or the output's sum). Returns
+    the step's ``ExecStats`` with the loss, detached, in ``stats.loss``."""
     from .trace import _default_loss  # optional dependency (torch)
 
     args = tuple(inputs.values()) if isinstance(inputs, dict) else tuple(inputs)
@@ -526,4 +529,5 @@ def run_step(model, plan, graph, inputs, loss_fn=None, **kw) -> ExecStats:
         loss = (loss_fn or _default_loss)(out, *args)
         del out
         loss.backward()
+    run.stats.loss = loss.detach()
     return run.stats

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import copy
 import time
+import warnings
 from collections.abc import Callable, Mapping
 
 import torch
 
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, SlackSwapWarning
 from ..core.graph import BYTES_PER_PARAM, Graph, Op, Tensor
 from ._assemble import assemble, op_kind
 from ._capture import CudaKernels, Recorder, Recording, module_hooks, storage_key
@@ -80,6 +81,21 @@ def _move(x, device):
     return x
 
 
+def _warn_if_checkpointing(model: torch.nn.Module) -> None:
+    """Warn when the model checkpoints itself (HF ``gradient_checkpointing_enable()`` sets
+    ``gradient_checkpointing = True`` on the modules it wraps): its blocks then save only their
+    inputs, so the graph holds a handful of tensors and a plan has almost nothing to decide."""
+    on = [name or type(model).__name__ for name, m in model.named_modules()
+          if getattr(m, "gradient_checkpointing", False) is True]
+    if on:   # the trace runs the step in training mode, where HF checkpoints
+        warnings.warn(f"trace: the model checkpoints itself (gradient checkpointing is enabled on "
+                      f"{', '.join(on[:3])}{', ...' if len(on) > 3 else ''}): each checkpointed "
+                      "block saves only its input, so the graph has few tensors to plan; disable it "
+                      "before tracing to plan every activation (HF: model.gradient_checkpointing_"
+                      "disable(), or activation_checkpointing_disable() in newer transformers)",
+                      SlackSwapWarning, stacklevel=3)
+
+
 def trace(model: torch.nn.Module, example_inputs, loss_fn=None, *, device: str = "meta",
           layer_of: Callable[[str], int | None] | None = None, name: str | None = None,
           kernels: str = "auto") -> Graph:
@@ -114,6 +130,7 @@ def trace(model: torch.nn.Module, example_inputs, loss_fn=None, *, device: str =
         check_device(device, "trace")
     if kernels == "auto":
         kernels = "cuda" if device == "meta" else "native"
+    _warn_if_checkpointing(model)
     t_start = time.perf_counter()
     dev = torch.device(device)
     params = list(model.parameters())
