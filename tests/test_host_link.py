@@ -30,6 +30,11 @@ def test_one_gpu_alone_gets_the_full_link():
     n = _node()
     assert (n.copying(1), n.per_switch(1)) == (1, 1)
     assert n.share(25 * GB, 1) == 25 * GB
+    # alone, its link is its path to host memory, whatever link it is given (link ablations)
+    assert n.share(50 * GB, 1) == 50 * GB
+    assert _node(switch_bytes_per_s=10 * GB, host_memory_bytes_per_s=10 * GB).share(50 * GB, 1) == 50 * GB
+    hw = hardware.load("a100-80gb", link="pcie5")
+    assert hw.copy_link(1) is hw.link and hw.copy_link(2).d2h_bytes_per_s == 12.5 * GB
 
 
 def test_two_gpus_on_one_switch_each_get_half_the_uplink():
@@ -64,6 +69,9 @@ def test_presets_dgx_a100_halves_the_link_for_8_gpus_and_dgx_h100_does_not():
     assert (shared.d2h_bytes_per_s, shared.h2d_bytes_per_s) == (12.5 * GB, 12.5 * GB)
     assert (shared.latency_s, shared.duplex_factor) == (a100.link.latency_s, a100.link.duplex_factor)
     assert a100.with_node(gpus_per_switch=1).copy_link(8) is a100.link          # 409.6 / 8 > 25
+    # one GPU per switch: its uplink is not shared; only host memory is (8 x 20 > 100)
+    solo = a100.with_node(gpus_per_switch=1, switch_bandwidth="1GB/s", host_memory_bandwidth="100GB/s")
+    assert solo.copy_link(8).d2h_bytes_per_s == 12.5 * GB and solo.copy_link(4).d2h_bytes_per_s == 25 * GB
     assert a100.with_node(copying_gpus=1).copy_link(8) is a100.link
     assert h100.with_node(gpus_per_switch=2).copy_link(8).d2h_bytes_per_s == 25 * GB
 

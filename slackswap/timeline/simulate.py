@@ -22,7 +22,7 @@ import numpy as np
 
 from ..core.errors import PlanError
 from ..core.plan import Decision, Plan, validate
-from .host import check_capacity, peak_bytes
+from .host import check_capacity
 from .reference import default_issue_points, time_tolerance
 from .result import Event, SimResult
 from .schedule import BWD, FWD, OPT, REC, Schedule, default_d2h_order
@@ -229,7 +229,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
         swapped_bytes=int(run.ga.bytes[run.sw_lf >= 0].sum()), counts=run.counts(), events=events,
         memory_times=run.times if detail else np.zeros(0),
         memory_bytes=run.curve if detail else np.zeros(0), reason="",
-        host_peak_bytes=peak_bytes(run.ga.bytes, run.q, run.d2h_start, run.hq, run.h2d_end, step_time)))
+        host_copies=(run.ga.bytes, run.q, run.d2h_start, run.hq, run.h2d_end, step_time)))
 
 
 def _simulate_regions(problem, plan, detail, schedule, regions, swap) -> SimResult:
