@@ -88,6 +88,21 @@ def test_copy_times_in_the_cost_model_follow_the_share():
     assert costs.build(g, hw, gpus=2) == shared
 
 
+def test_measured_costs_share_the_hardware_link_not_the_profiles():
+    from slackswap.core import profile
+    from slackswap.core.paths import data_dir
+
+    example = data_dir() / "profiles" / "example.json"   # op times only; copy times from a link
+    g, own = profile.load(example)
+    hw = hardware.load("a100-80gb")
+    t = g.tensors[3]
+    shared = costs.measured(g, example, hw, gpus=8)
+    assert shared.d2h_s[3] == shared.h2d_s[3] == hw.link.latency_s + t.bytes / 12.5e9
+    assert shared.fwd_s == own.fwd_s
+    assert costs.measured(g, example, hw) == costs.measured(g, example, hw.with_node(None), gpus=8)
+    assert costs.build(g, hw, mode="measured", profile=example, gpus=8) == shared
+
+
 def test_problem_build_shares_the_link_among_the_jobs_gpus():
     hw = hardware.load("a100-80gb")
     with warnings.catch_warnings():
