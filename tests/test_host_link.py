@@ -165,8 +165,8 @@ def test_host_bytes_over_pinned_capacity_do_not_fit():
     over = _swap_all_worked_example(hw.with_node(pinned_capacity=11))
     assert not over.feasible and not over.fits and over.throughput_ratio == 0.0
     assert math.isinf(over.step_time_s) and over.host_peak_bytes == 6 and over.peak_bytes == 6
-    assert over.reason.startswith("node.pinned_capacity: 2 GPU(s) x 6 bytes held on the host at once = 12 bytes")
-    assert "> 11 bytes" in over.reason and "\n" not in over.reason
+    assert over.reason == ("node.pinned_capacity: 2 GPU(s) x 6 bytes held on the host at once = 12 bytes (12 B) "
+                           "> 11 bytes (11 B)")   # as in docs/timeline.md, "Host memory"
     alone = _swap_all_worked_example(hw.with_node(pinned_capacity=11, copying_gpus=1))   # 1 x 6 <= 11
     assert alone.feasible
 
