@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from ..core.errors import SlackSwapError
 from ..core.paths import check_output, prepare_output
+from .host import peak_bytes
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,10 @@ class Event:
 class SimResult:
     """The timeline of one step under one plan. ``feasible`` is False when some allocation can
     never fit the budget; then ``reason`` names the step and the bytes, times are ``inf`` and
-    ``peak_bytes`` is those bytes (more than the budget: ``fits`` is False)."""
+    ``peak_bytes`` is those bytes (more than the budget: ``fits`` is False). It is also False
+    when the swapped bytes the node's GPUs hold on the host exceed its pinned memory
+    (``timeline.host``); then ``reason`` names ``node.pinned_capacity``, times are ``inf`` and
+    ``peak_bytes`` and ``host_peak_bytes`` are the step's."""
 
     feasible: bool
     step_time_s: float
@@ -43,6 +48,15 @@ class SimResult:
     memory_times: np.ndarray = field(default_factory=lambda: np.zeros(0))
     memory_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
     reason: str = ""
+    #: the run's copies, ``timeline.host.peak_bytes``'s arguments: ``host_peak_bytes`` is
+    #: computed from them when first read (empty: nothing swapped)
+    host_copies: tuple = field(default=(), repr=False, compare=False)
+
+    @cached_property
+    def host_peak_bytes(self) -> int:
+        """Swapped bytes of this GPU held on the host at once: each from the start of its D2H
+        copy to the end of its H2D copy (docs/timeline.md, "Host memory")."""
+        return peak_bytes(*self.host_copies) if self.host_copies else 0
 
     @property
     def throughput_ratio(self) -> float:
@@ -66,7 +80,8 @@ class SimResult:
                 "peak_bytes": self.peak_bytes, "budget_bytes": self.budget_bytes,
                 "compute_s": self.compute_s, "recompute_s": self.recompute_s,
                 "stall_fwd_s": self.stall_fwd_s, "stall_bwd_s": self.stall_bwd_s,
-                "stall_s": self.stall_s, "swapped_bytes": self.swapped_bytes, "reason": self.reason}
+                "stall_s": self.stall_s, "swapped_bytes": self.swapped_bytes,
+                "host_peak_bytes": self.host_peak_bytes, "reason": self.reason}
 
     def op_table(self):
         """One row per event (compute steps and copies) as a pandas DataFrame."""
