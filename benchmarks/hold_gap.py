@@ -19,6 +19,8 @@ import sys
 import time
 
 from slackswap import BudgetError, Problem, planners, simulate
+from slackswap.core import hardware
+from slackswap.core.errors import SlackSwapError
 from slackswap.torch import _ledger, trace
 from slackswap.torch import hf_models as zoo
 
@@ -40,6 +42,12 @@ def main(argv=None):
     except ValueError:
         ap.error(f"--budgets: expected fractions in (0, 1] separated by commas; got {args.budgets!r}")
     shape = CPU_SHAPE if args.size == "cpu" else {}
+    try:
+        hardware.load(args.hardware)
+        for name in args.models.split(","):
+            zoo.check_shape(name, device="meta", where="hold_gap")
+    except SlackSwapError as e:
+        ap.error(str(e))
     print("model,budget,keep/swap/rec,fits,sim peak MiB,accounted peak MiB,accounted / peak,"
           "budget MiB,releases,waited")
     for name in args.models.split(","):
