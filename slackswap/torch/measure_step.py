@@ -278,7 +278,7 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
                       profile_path=None if profile_path is None else str(profile_path),
                       overhead=ov)
 
-    def run(p, issue, track, hold=False, judge=None):
+    def run(p, issue, track, hold=False, pb=None):
         for q in model.parameters():   # gradients allocated before the step: not in its peak
             if q.requires_grad and q.grad is None:
                 q.grad = torch.zeros_like(q)
@@ -289,7 +289,7 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
         if cuda:
             torch.cuda.reset_peak_memory_stats(dev)
         ex = apply(model, p, graph, issue_points=issue, track=track, host_lead=host_lead,
-                   problem=judge if hold else None, hold_budget=hold)
+                   problem=pb if hold else None, hold_budget=hold)
         t0 = time.perf_counter()
         with ex:
             step()
