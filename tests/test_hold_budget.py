@@ -254,8 +254,11 @@ def test_cuda_peak_holds_the_budget(budget):
             m(**inputs).loss.backward()
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated(dev) - before
-        assert peak <= p.budget_bytes, (plan.counts(), peak, p.budget_bytes)
-        assert abs(peak / sim.peak_bytes - 1) <= 0.02, (plan.counts(), peak, sim.peak_bytes)
+        # what the run can reach if it holds the simulator's accounting (docs/executor.md)
+        why = (plan.counts(), peak, sim.peak_bytes, _ledger.hold_schedule(p, plan, issue).accounted_peak,
+               p.budget_bytes)
+        assert peak <= p.budget_bytes, why
+        assert abs(peak / sim.peak_bytes - 1) <= 0.02, why
         for a, b in zip(m.parameters(), ref.parameters(), strict=True):
             torch.testing.assert_close(a.grad, b.grad, rtol=0, atol=0)
         ran += 1
