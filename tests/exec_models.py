@@ -79,16 +79,16 @@ def traced_with_reference(model, inputs):
     return graph, [p.grad for p in ref.parameters()]
 
 
-def run_and_compare(model, plan, graph, inputs, problem, ref_grads, label: str):
-    """One planned step of a deep copy of ``model`` (``run_step``); asserts every parameter
-    gradient bitwise equal to ``ref_grads`` (fp32 on CPU: the same kernels on the same values) and
-    returns the step's stats."""
+def run_and_compare(model, plan, graph, inputs, problem, ref_grads, label: str, **kw):
+    """One planned step of a deep copy of ``model`` (``run_step``, ``kw`` passed to ``apply``);
+    asserts every parameter gradient bitwise equal to ``ref_grads`` (fp32 on CPU: the same kernels
+    on the same values) and returns the step's stats."""
     import copy
 
     from slackswap.torch import run_step
 
     m = copy.deepcopy(model)
-    stats = run_step(m, plan, graph, inputs, problem=problem)
+    stats = run_step(m, plan, graph, inputs, problem=problem, **kw)
     for (pname, p), g in zip(m.named_parameters(), ref_grads, strict=True):
         assert torch.equal(p.grad, g), f"{label}: gradient of {pname} differs"
     return stats

@@ -11,11 +11,14 @@ when its forward use ends (on CPU the copy is synchronous, in the pack hook).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from ..core.plan import Decision
+from ..timeline.reference import _EPS, time_tolerance
 from ..timeline.schedule import compile_schedule
-from ..timeline.simulate import issue_points
+from ..timeline.simulate import issue_points, simulate
 
 
 def peak_of(spans, n_steps: int) -> int:
@@ -120,3 +123,83 @@ def pack_ops(graph) -> tuple[int, ...]:
 
 def count_decisions(plan) -> dict[str, int]:
     return {d.value: len(plan.ids(d)) for d in Decision}
+
+
+@dataclass(frozen=True)
+class HoldSchedule:
+    """Per compute step of the simulator's timeline, the swapped sources it releases before that
+    step runs (docs/timeline.md, "Memory and the budget"): ``releases[s]``, in D2H-queue order,
+    every source released at step ``s`` (its copy had ended when the step was reached, or the
+    step waited for it); ``waited[s]``: those the step waited for. ``accounted_peak``: the largest
+    accounted memory of any step (pending sources included), which a run that releases each
+    source at its step holds at most. ``fits``: the simulation was feasible at the problem's
+    budget (else the waits are those of the simulation without a limit)."""
+
+    releases: dict
+    waited: dict
+    accounted_peak: int
+    sim_peak: int
+    fits: bool
+
+    def waits(self) -> list[tuple[int, int]]:
+        """``(step, tensor id)`` of every release, in step order, then D2H-queue order."""
+        return [(s, t) for s in sorted(self.releases) for t in self.releases[s]]
+
+
+def hold_schedule(problem, plan, issue: dict[int, int]) -> HoldSchedule:
+    """The releases of swapped sources per compute step in ``simulate``'s timeline of ``plan`` with
+    the issue stages ``issue`` (every swapped tensor's, as ``apply`` uses them). When the plan
+    does not fit ``problem``'s budget, the timeline is simulated without a limit (no step waits).
+    Follows the simulator's rule step by step: at step ``s``, reached at the end of step ``s-1``,
+    the pending sources (forward use over) whose copy ended by then are released in queue order;
+    while the accounted memory is over the budget, the next pending source is waited for."""
+    planned = replace(plan, issue_points={t: issue[t] for t in sorted(issue)})
+    res = simulate(problem, planned)
+    fits = res.feasible
+    judge = problem
+    if not res.feasible:
+        judge = problem.with_budget(None)
+        res = simulate(judge, planned)
+    g = problem.graph
+    sched = schedule(g, plan)
+    sizes = [t.bytes for t in g.tensors]
+    acc = sched.static_memory().astype(np.int64)
+    for t, (p, lf) in sched.swap_fwd.items():
+        acc[p:lf + 1] += sizes[t]
+    for t, k in issue.items():
+        acc[sched.stage_first_step[k]:sched.swap_bwd[t][1] + 1] += sizes[t]
+    compute = [e for e in res.events if e.stream == "compute"]
+    ends = [e.end for e in compute]
+    d2h = [(e.tensor, e.end) for e in res.events if e.stream == "d2h"]   # in queue order
+    qpos = {t: i for i, (t, _) in enumerate(d2h)}
+    pending_from: dict[int, list[int]] = {}
+    for t, (_, lf) in sched.swap_fwd.items():
+        pending_from.setdefault(lf + 1, []).append(t)
+    budget = float(judge.budget_bytes)
+    tol = time_tolerance(problem.costs)
+    pend: list[int] = []            # queue positions, sorted
+    pend_bytes = 0
+    releases: dict[int, tuple] = {}
+    waited: dict[int, tuple] = {}
+    peak = 0
+    for s in range(sched.n_steps):
+        for t in pending_from.get(s, ()):
+            pend.append(qpos[t])
+            pend_bytes += sizes[t]
+        pend.sort()
+        reached = ends[s - 1] if s else 0.0
+        out: list[int] = []
+        while pend and d2h[pend[0]][1] <= reached + tol:
+            out.append(d2h[pend.pop(0)][0])
+        pend_bytes -= sum(sizes[t] for t in out)
+        n_natural = len(out)
+        while acc[s] + pend_bytes > budget + _EPS and pend:
+            t = d2h[pend.pop(0)][0]
+            out.append(t)
+            pend_bytes -= sizes[t]
+        if out:
+            releases[s] = tuple(out)
+        if len(out) > n_natural:
+            waited[s] = tuple(out[n_natural:])
+        peak = max(peak, int(acc[s]) + pend_bytes)
+    return HoldSchedule(releases, waited, peak, res.peak_bytes, fits)

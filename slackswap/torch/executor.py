@@ -46,6 +46,7 @@ class ExecStats:
     decisions: dict | None = None
     #: the step's loss, detached (``run_step``; None under ``apply``, where the loss is yours)
     loss: torch.Tensor | None = None
+    held_copies: int = 0
 
 
 class _Handle:
@@ -64,10 +65,15 @@ class Execution:
     """The context of one planned step; see ``apply``."""
 
     def __init__(self, model, plan, graph, *, problem=None, issue_points=None, track=True,
-                 host_lead=None):
+                 host_lead=None, hold_budget=False):
         if host_lead is not None and (isinstance(host_lead, bool) or not isinstance(host_lead, int)
                                       or host_lead < 1):
             raise ConfigError(f"host_lead: must be None or an integer >= 1; got {host_lead!r}")
+        if not isinstance(hold_budget, bool):
+            raise ConfigError(f"hold_budget: must be True or False; got {hold_budget!r}"[:200])
+        if hold_budget and problem is None:
+            raise ConfigError("hold_budget: needs problem=... (its simulated timeline says which "
+                              "copies each step waits for); got problem=None")
         check_plan(plan, graph)
         self.model, self.plan, self.graph, self.info = model, plan, graph, graph.spec
         self.dec = dict(plan.decisions)
@@ -123,6 +129,48 @@ class Execution:
         self._in_flight: deque = deque()             # CUDA: (event, source) of running D2H copies
         if self.cuda:
             self.d2h_stream, self.h2d_stream = torch.cuda.Stream(), torch.cuda.Stream()
+        self.held = None                             # hold_budget: the simulator's releases
+        if hold_budget:
+            self._init_hold(problem, sched)
+
+    def _init_hold(self, problem, sched):
+        """``hold_budget``: the simulator's release of swapped sources, step by step
+        (``_ledger.hold_schedule``), and the executor's point for each step: after the last
+        save before op ``s`` runs (forward), at the opening of the step's backward stage."""
+        self.held = _ledger.hold_schedule(problem, self.plan, self.issue)
+        self.held_waits = self.held.waits()
+        self.held_next = 0
+        n, po = len(self.graph.ops), self.pack_op
+        fwd = [n - 1] * (len(po) + 1)     # after k saves: wait up to the op of the next known save
+        nxt = n - 1
+        for k in range(len(po) - 1, -1, -1):
+            if po[k] >= 0:
+                nxt = po[k]
+            fwd[k] = nxt
+        self.held_fwd = fwd
+        first = sched.stage_first_step
+        self.held_stage_last = [(first[j - 1] if j else sched.n_steps - 1) - 1 for j in range(n)]
+
+    def _hold_upto(self, last):
+        """``hold_budget``: wait for every copy the simulator releases at a step up to ``last``,
+        in its order; a copy not yet issued is waited for at the next point."""
+        w = self.held_waits
+        while self.held_next < len(w) and w[self.held_next][0] <= last:
+            step, tid = w[self.held_next]
+            if tid not in self.host:
+                return
+            self._wait_copy(step, tid)
+            self.held_next += 1
+
+    def _wait_copy(self, step, tid):
+        """The host waits until the device-to-host copy of ``tid`` has ended and drops the sources
+        of ended copies, so the allocator may reuse their memory before step ``step`` of the
+        simulator's timeline allocates (the simulator released it there). On CPU the copy ended
+        in the pack hook: nothing to wait for."""
+        self.stats.held_copies += 1
+        if self.cuda:
+            self.host[tid][1].synchronize()
+            self._reap()
 
     # ---- context ----
     def __enter__(self):
@@ -141,6 +189,9 @@ class Execution:
 
     def __exit__(self, *exc):
         self._stack.close()
+        if self.held is not None and self.cuda:       # prefetches never used: copied before reuse
+            for done in self.h2d_done.values():
+                torch.cuda.current_stream().wait_event(done)
         for _, src in self._in_flight:               # not yet seen to end: the allocator waits
             src.record_stream(self.d2h_stream)
         self._in_flight.clear()
@@ -154,7 +205,10 @@ class Execution:
 
     # ---- forward ----
     def _pack_hook(self, t):
-        return self._unrecorded(self._pack, t)
+        out = self._unrecorded(self._pack, t)
+        if self.held is not None and not self.backward:
+            self._unrecorded(self._hold_upto, self.held_fwd[min(self.k, len(self.held_fwd) - 1)])
+        return out
 
     def _unpack_hook(self, h):
         return self._unrecorded(self._unpack, h)
@@ -310,6 +364,8 @@ class Execution:
         self.stage = (stage, node)
         self.stage_first = self.step
         self.stage_uses = []
+        if self.held is not None and stage >= 0:
+            self._hold_upto(self.held_stage_last[stage])
         while self.q_next < len(self.h2d_queue) and stage >= 0 and self.issue[self.h2d_queue[self.q_next]] >= stage:
             tid = self.h2d_queue[self.q_next]
             self.q_next += 1
@@ -351,7 +407,22 @@ class Execution:
                 torch.cuda.current_stream().wait_event(self.h2d_done.pop(key))
             return self.cache[key]
         buf, ev = self.host[tid]
-        if self.cuda:
+        if self.cuda and self.held is not None:
+            # hold_budget: the destination from the compute stream's pool (where the memory the
+            # simulator counts as free was freed), copied once the compute stream has reached this
+            # point (the simulator's copy starts no earlier than its issue stage is ready)
+            flat = torch.empty(buf.numel(), dtype=torch.uint8, device=self.device)
+            self.h2d_stream.wait_stream(torch.cuda.current_stream())
+            self.h2d_stream.wait_event(ev)
+            with torch.cuda.stream(self.h2d_stream):
+                flat.copy_(buf, non_blocking=True)
+                done = torch.cuda.Event()
+                done.record()
+            if use:
+                torch.cuda.current_stream().wait_event(done)
+            else:
+                self.h2d_done[key] = done
+        elif self.cuda:
             self.h2d_stream.wait_event(ev)
             with torch.cuda.stream(self.h2d_stream):
                 flat = buf.to(self.device, non_blocking=True)
@@ -491,15 +562,17 @@ class Execution:
             self._release(key)
 
     def _release(self, key):
+        done = self.h2d_done.pop(key, None)
+        if done is not None and self.held is not None:   # compute-pool destination never used
+            torch.cuda.current_stream().wait_event(done)
         self.cache.pop(key, None)
-        self.h2d_done.pop(key, None)
         span = self.open.pop(key, None)
         if span is not None:
             self.spans.append((span[1], span[2], self.graph.tensors[span[0]].bytes))
 
 
 def apply(model, plan, graph, *, problem=None, issue_points=None, track=True,
-          host_lead=None) -> Execution:
+          host_lead=None, hold_budget=False) -> Execution:
     """A context manager that runs the training step written inside it under ``plan``.
 
     ``graph``: the ``slackswap.torch.trace`` graph of the same model and input shapes. Inside the
@@ -509,12 +582,16 @@ def apply(model, plan, graph, *, problem=None, issue_points=None, track=True,
     ``track``: record the saved-activation accounting (``run.stats.peak_saved_bytes``).
     ``host_lead`` (CUDA; default None, no limit): the host waits until the compute stream is at
     most this many saved tensors (forward) or backward stages behind it (docs/executor.md).
+    ``hold_budget`` (needs ``problem``): before each step the host waits for the device-to-host
+    copies whose sources the simulator releases by that step, and prefetches are allocated from
+    the compute stream's pool, so the allocator holds what the simulator counts (docs/executor.md,
+    "Holding the simulator's budget on the device"). On CPU only the bookkeeping runs.
     """
     if not isinstance(plan, Plan):
         hint = " (a planner name: plan it first, planners.get(name).plan(problem))" if isinstance(plan, str) else ""
         raise ParameterError(f"apply: plan: expected a Plan{hint}; got {plan!r}"[:200])
     return Execution(model, plan, graph, problem=problem, issue_points=issue_points, track=track,
-                     host_lead=host_lead)
+                     host_lead=host_lead, hold_budget=hold_budget)
 
 
 def run_step(model, plan, graph, inputs, loss_fn=None, **kw) -> ExecStats:

@@ -47,6 +47,8 @@ class Row:
     fits: bool
     recomputed_ops: int = 0
     swapped_bytes: int = 0
+    hold_budget: bool = False          # run with apply(..., hold_budget=True)
+    accounted_peak: int | None = None  # hold_budget: the simulator's accounted peak it holds to
 
 
 @dataclass
@@ -199,7 +201,7 @@ def check_repeats(repeats=3, trace_repeats=3) -> None:
 def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_params=None, plan=None,
             budget=0.5, repeats: int = 3, device=None, name: str | None = None,
             profile_path=None, trace_repeats: int = 3, host_lead=None,
-            overhead: bool = True) -> Measurement:
+            overhead: bool = True, hold_budget=False) -> Measurement:
     """Measure keep-all, recompute-all and a plan of ``model`` on ``device`` (default: CUDA when
     present, else CPU). ``plan``: a ``Plan`` to run instead of planning with ``planner``.
     ``budget``: as ``Problem.with_budget`` (fraction of the keep-all peak, bytes, or None), or a
@@ -207,12 +209,16 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
     A plan over the budget still runs; its row says it exceeds the budget. The profile's per-op
     times are the fastest of ``trace_repeats`` timed traces. ``host_lead``: as in ``apply``.
     ``overhead``: measure the fixed cost per op (``op_overhead``, ``repeats`` runs per phase) and
-    charge it on every op (``CostModel.with_op_overhead``); False: kernel times only."""
+    charge it on every op (``CostModel.with_op_overhead``); False: kernel times only.
+    ``hold_budget``: run each plan that swaps with ``apply(..., hold_budget=True)`` (True; its
+    row is labelled ``LABEL hold``), or both without and with it (``"both"``: one row each)."""
 
     from ._check import check_device
     check_repeats(repeats, trace_repeats)
     if not isinstance(overhead, bool):
         raise ParameterError(f"measure: overhead: must be True or False; got {overhead!r}")
+    if not (isinstance(hold_budget, bool) or (isinstance(hold_budget, str) and hold_budget == "both")):
+        raise ParameterError(f"measure: hold_budget: must be True, False or 'both'; got {hold_budget!r}"[:200])
     dev = check_device(device or ("cuda" if torch.cuda.is_available() else "cpu"), "measure")
     model = model.to(dev)
     inputs = _move(inputs, dev)
@@ -272,7 +278,7 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
                       profile_path=None if profile_path is None else str(profile_path),
                       overhead=ov)
 
-    def run(p, issue, track):
+    def run(p, issue, track, hold=False, pb=None):
         for q in model.parameters():   # gradients allocated before the step: not in its peak
             if q.requires_grad and q.grad is None:
                 q.grad = torch.zeros_like(q)
@@ -282,7 +288,8 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
         base = torch.cuda.memory_allocated(dev) if cuda else 0
         if cuda:
             torch.cuda.reset_peak_memory_stats(dev)
-        ex = apply(model, p, graph, issue_points=issue, track=track, host_lead=host_lead)
+        ex = apply(model, p, graph, issue_points=issue, track=track, host_lead=host_lead,
+                   problem=pb if hold else None, hold_budget=hold)
         t0 = time.perf_counter()
         with ex:
             step()
@@ -298,17 +305,23 @@ def measure(model, inputs, *, loss_fn=None, planner: str = "slack", planner_para
             judge = pb.with_budget(None)
             sim = simulate(judge, p, detail=False)
         issue = _ledger.resolved_issue_points(judge, p)
-        _, peak, stats = run(p, issue, True)  # tracked, untimed: the hooks' count, and a warm-up
-        prepared.append((label, p, pb, sim, judge, issue, peak, stats, []))
+        swaps = bool(p.ids(Decision.SWAP))
+        modes = [False, True] if hold_budget == "both" and swaps else [hold_budget is True and swaps]
+        for hold in modes:
+            # tracked, untimed: the hooks' count, and a warm-up
+            _, peak, stats = run(p, issue, True, hold, pb)
+            acc = _ledger.hold_schedule(pb, p, issue).accounted_peak if hold else None
+            prepared.append((label + " hold" * hold, p, pb, sim, judge, issue, peak, stats, [], hold, acc))
     for _ in range(repeats):                  # timed runs, plans interleaved: load drifts evenly
         for item in prepared:
-            item[-1].append(run(item[1], item[5], False)[0])
-    for label, p, pb, sim, judge, issue, peak, stats, times in prepared:
+            item[8].append(run(item[1], item[5], False, item[9], item[2])[0])
+    for label, p, pb, sim, judge, issue, peak, stats, times, hold, acc in prepared:
         sim_peak = sim.peak_bytes if cuda else _ledger.simulated_saved_peak(graph, p, issue)
         fits_sim = judge is pb and sim.peak_bytes <= pb.budget_bytes
         fits = fits_sim and (not cuda or peak <= pb.budget_bytes)
         res.rows.append(Row(label, pb.budget_bytes, p.counts(), sim.step_time_s, min(times),
-                            times, sim_peak, peak, fits_sim, fits, stats.recomputed_ops, stats.swapped_bytes))
+                            times, sim_peak, peak, fits_sim, fits, stats.recomputed_ops, stats.swapped_bytes,
+                            hold, acc))
     model.load_state_dict(state)
     return res
 
