@@ -278,3 +278,18 @@ def test_plan_issue_points_and_d2h_order_apply_to_every_microbatch():
     assert _copies(r, "d2h") == [(0, 1, 2), (1, 3, 4), (2, 11, 12), (3, 16, 17)]
     assert (r.step_time_s, r.stall_bwd_s, r.bubble_s, r.compute_s) == (25.0, 1.0, 8.0, 16.0)
     assert _compute(r)[-3:] == [("bwd:op1 mb 3", 23, 24), ("bwd:op0 mb 3", 24, 25), ("opt:optimizer", 25, 25)]
+
+
+def test_cli_shows_the_pipeline_only_for_pipelined_problems(capsys, tmp_path):
+    from slackswap import cli
+
+    out = tmp_path / "plan.json"
+    assert cli.main(["plan", "--model", "tiny", "--parallel", "pp=2,microbatches=4", "--budget", "0.5",
+                     "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "pipeline (1F1B): 4 micro-batches, up to 2 in flight, bubble" in text
+    assert cli.main(["simulate", "--plan", str(out), "--model", "tiny", "--parallel",
+                     "pp=2,microbatches=6", "--budget", "0.5"]) == 0
+    assert "pipeline (1F1B): 6 micro-batches, up to 2 in flight" in capsys.readouterr().out
+    assert cli.main(["plan", "--model", "tiny", "--budget", "0.5"]) == 0
+    assert "pipeline" not in capsys.readouterr().out
