@@ -367,10 +367,12 @@ def _heap_pop(h, m):
 
 @njit(cache=True)
 def _default_issue_points(n, hq, sw_f, sw_u, stage, stage_first, tbytes, fixed, issue, n_open,
-                          finite, limit):
+                          finite, limit, sw_lf):
     """Fill ``issue`` for the copies back the plan left open (``reference.default_issue_points``):
     for each in H2D-queue order, the earliest stage from which the copy fits the budget over the
-    memory so far (``fixed`` plus the copies placed), never before the previous copy's."""
+    memory so far (``fixed`` plus the copies placed), never before the previous copy's, nor
+    before the step after the tensor's last forward use (``sw_lf``; on one micro-batch every
+    backward stage is, on a pipeline stage a later micro-batch's forward may come after a stage)."""
     nh = hq.shape[0]
     if n_open > 0:
         # memory so far (fixed plus the copies placed): a max segment tree, read and updated only
@@ -390,22 +392,26 @@ def _default_issue_points(n, hq, sw_f, sw_u, stage, stage_first, tbytes, fixed, 
             else:
                 ju = stage[sw_u[t]]
                 k = ju
+                kcap = k_prev
+                x = sw_lf[t] + 1
+                if x > stage_first[kcap]:   # (a pipeline stage) the stage starting at x, or after it
+                    kcap = stage[x] if stage_first[stage[x]] == x else stage[x] - 1
                 if not finite:
-                    k = k_prev
+                    k = kcap
                 else:
                     # the earliest step a0 in [lo, f] with max(mem[a0..f]) + size <= budget: the
                     # condition holds on a suffix of [lo, f], which starts after the last step
                     # where it fails (-1: none fits, even at f)
-                    lo = stage_first[k_prev]
+                    lo = stage_first[kcap]
                     j = _last_over(mx, ad, size_p, lo, f, size, limit, stack)
                     a0 = lo if j < 0 else (-1 if j == f else j + 1)
                     if a0 >= 0:
                         k0 = stage[a0]
                         k = k0 if stage_first[k0] == a0 else k0 - 1
-                        k = max(min(k, k_prev), ju)
+                        k = max(min(k, kcap), ju)
                         if stage_first[k] > stage_first[ju]:
                             k = ju
-                k = max(min(k, k_prev), ju)
+                k = max(min(k, kcap), ju)
                 issue[t] = k
             if finite:
                 _tree_add(mx, ad, size_p, stage_first[k], f + 1, size)
@@ -546,7 +552,7 @@ def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, 
 
     # ---- default issue points (reference.default_issue_points) for the copies left open ----
     _default_issue_points(n, hq, sw_f, sw_u, stage, stage_first, tbytes, fixed, issue,
-                          nh - given_t.shape[0], finite, limit)
+                          nh - given_t.shape[0], finite, limit, sw_lf)
 
     # ---- accounted memory: fixed plus every copy back from its issue stage to its last use ----
     diff.fill(0)

@@ -302,7 +302,8 @@ class PipelineRun:
             arr_fix = np.zeros(0, np.float64)
             arr_from = np.zeros(0, np.int64)
             arr_add = arr_fix
-        tol = ca.tol * m + _REL * self.span
+        # the time horizon: m one-micro-batch horizons, plus the ideal pipeline's span
+        tol = ca.tol * m + (_REL * self.span if p > 1 else 0.0)
         self.tol = tol
         budget = float(problem.budget_bytes) if budget is None else budget
         (self.code, self.a, self.x, self.S, self.E, self.d2h_start, self.d2h_end, self.h2d_start,
