@@ -141,6 +141,9 @@ class Problem:
         (``CapacityWarning``) when static memory plus a finite budget exceed the GPU's memory
         (not for None: planners probe the unlimited problem; ``Problem.build`` warned already)."""
         p = replace(self, budget_bytes=resolve_budget(budget, self.budget_base_bytes))
+        for key in ("_pipeline", "_pipeline_ideal_s"):   # the budget changes neither
+            if key in self.__dict__:
+                p.__dict__[key] = self.__dict__[key]
         if math.isfinite(p.budget_bytes):
             for text in p.memory_warnings:
                 warnings.warn(text, CapacityWarning, stacklevel=2)
