@@ -25,7 +25,7 @@ import pytest
 
 from slackswap import CostModel, Decision, Plan, PlanError, Problem, simulate
 from slackswap.core import hardware as hw_mod
-from slackswap.core.errors import ParameterError
+from slackswap.core.errors import ConfigError, ParameterError
 from slackswap.experiments.synthetic import chain, mixed_dag
 from slackswap.models import Parallel
 from slackswap.timeline import issue_points
@@ -250,6 +250,12 @@ def test_bad_input_one_line_errors():
     g = chain(2, sizes=[1, 1], input_bytes=1)
     with pytest.raises(ParameterError, match=r"pp = 2 needs a GPU-to-GPU bandwidth.*gpu\.p2p_bandwidth"):
         Problem.from_graph(g, CostModel.unit(g), hardware=_hardware(None), parallel={"pp": 2})
+    with pytest.raises(ParameterError, match=r"pp = 2 needs .*; no hardware given \(gpu\.p2p_bandwidth"):
+        Problem.from_graph(g, CostModel.unit(g), parallel={"pp": 2})
+    with pytest.raises(ParameterError, match=r"^Problem\(parallel\): expected a models\.Parallel or None; got 'pp=2'"):
+        Problem(g, CostModel.unit(g), keep_all_peak=3, min_feasible_bytes=0, parallel="pp=2")
+    with pytest.raises(ConfigError, match=r"^parallel: microbatches: expected an integer; got nan"):
+        Problem.from_graph(g, CostModel.unit(g), parallel={"pp": 1, "microbatches": math.nan})
     with pytest.raises(ParameterError, match=r"^parallel: pp = 2 needs a GPU-to-GPU bandwidth; hardware gh200"):
         Problem.build("tiny", "gh200", parallel={"pp": 2})
     p = _problem(0)

@@ -149,10 +149,10 @@ def make_pipeline(graph, parallel, hardware) -> Pipeline | None:
     if pp > 1:
         bw = getattr(getattr(hardware, "gpu", None), "p2p_bytes_per_s", None)
         if not bw:
-            name = getattr(hardware, "name", None) or "(none given)"
+            name = getattr(hardware, "name", None)
+            which = f"hardware {name} gives none" if hardware is not None else "no hardware given"
             raise ParameterError(f"parallel: pp = {pp} needs a GPU-to-GPU bandwidth to send the stage "
-                                 f"boundary activation; hardware {name} gives none "
-                                 "(gpu.p2p_bandwidth, docs/hardware.md)")
+                                 f"boundary activation; {which} (gpu.p2p_bandwidth, docs/hardware.md)")
         send = boundary_bytes(graph, parallel) / float(bw)
     return Pipeline(pp, parallel.stage, m, send)
 

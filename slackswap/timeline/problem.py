@@ -65,6 +65,9 @@ class Problem:
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ParameterError(f"Problem({name}): must be a whole number of bytes >= 0, got {v!r} "
                                      f"(Problem.from_graph computes it from the graph and its costs)")
+        if self.parallel is not None and not isinstance(self.parallel, models.Parallel):
+            raise ParameterError(f"Problem(parallel): expected a models.Parallel or None; got "
+                                 f"{self.parallel!r} (Problem.from_graph also takes a dict of its keys)")
         b = self.budget_bytes
         if isinstance(b, bool) or not isinstance(b, (int, float)) or math.isnan(b) or b <= 0:
             raise BudgetError(f"budget_bytes: must be a positive number of bytes or inf, got {b!r}")
