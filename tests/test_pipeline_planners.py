@@ -86,6 +86,43 @@ def test_the_bound_holds_with_three_stages_slow_sends_and_duplex(seed):
             assert lb <= (best.info.objective if best.info.status is Status.OPTIMAL else math.inf)
 
 
+def test_the_bound_holds_for_random_plans_with_hold_points():
+    """Random shared plans (with random hold points on their RECOMPUTE tensors: multi-level
+    plans, which brute does not try) on random stages (pp 1 to 3, any stage, 2 to 5
+    micro-batches): every plan that fits is no faster than the bound."""
+    import random
+
+    from slackswap.core.errors import SlackSwapError
+
+    rng = random.Random(7)
+    fitted = 0
+    for seed in range(20):
+        g = (syn.chain(6, sizes=[rng.randint(1, 4) for _ in range(6)], input_bytes=1) if seed % 3 == 0
+             else _graph(seed) if seed % 3 == 1 else syn.mixed_dag(seed, 6))
+        c = _costs(g, rng.choice([0.3, 1.0, 4.0]))
+        pp = rng.choice([1, 2, 3])
+        base = _stage(g, c, rng.randrange(pp), max(2, pp + rng.randint(0, 2)), pp)
+        for _ in range(2):
+            p = base.with_budget(rng.randint(base.min_feasible_bytes, base.keep_all_peak))
+            lb = lower_bound(p)[0]
+            for _ in range(20):
+                dec = {}
+                for t in p.planning_ids:
+                    tt = g.tensors[t]
+                    dec[t] = rng.choice([Decision.KEEP] + [Decision.SWAP] * tt.swappable
+                                        + [Decision.RECOMPUTE] * tt.recomputable)
+                hold = {t: rng.randrange(len(g.ops)) for t, d in dec.items()
+                        if d is Decision.RECOMPUTE and rng.random() < 0.5}
+                try:
+                    r = simulate(p, Plan(dec, hold_points=hold), detail=False)
+                except SlackSwapError:      # a hold point the plan cannot have
+                    continue
+                if r.fits:
+                    fitted += 1
+                    assert r.step_time_s >= lb, (g.name, p.pipeline, p.budget_bytes)
+    assert fitted > 200
+
+
 def test_the_bound_is_above_the_ideal_step_where_copies_are_slow():
     """The LP is not the ideal step in disguise: on these cases it proves more (and brute's
     optimum is above it, as every case of the test above checks)."""
