@@ -69,8 +69,8 @@ def plan_pipeline(planner, problem, warm, src: str, wall, deadline: float | None
         hi = max(lo, min(budget, one_micro_batch(problem, math.inf).keep_all_peak - 1.0))
     solves, tried, stopped = 0, set(), False
     for i in range(PIPELINE_ROUNDS):
-        if best is not None and _gap(best_s, bound) <= planner.mip_rel_gap:
-            break
+        if best is not None and _gap(best_s, bound) <= planner.mip_rel_gap and not (planner.write_lp and not solves):
+            break       # proven (write_lp asks for a model: one solve all the same)
         if deadline is not None and deadline - time.perf_counter() < MIN_TIME_LIMIT_S:
             stopped = True      # too little time left for another solve
             break
@@ -81,9 +81,9 @@ def plan_pipeline(planner, problem, warm, src: str, wall, deadline: float | None
         if exact:
             cand = _solve_one(planner, problem, budget, deadline,
                               [(f"pipe.mem[{r}]", {t: v / budget for t, v in coefs.items()}, (rhs - x) / budget)
-                               for r, (coefs, rhs) in enumerate(rows)])
+                               for r, (coefs, rhs) in enumerate(rows)], solves)
         else:
-            cand = _solve_one(planner, problem, x, deadline, [])
+            cand = _solve_one(planner, problem, x, deadline, [], solves)
         if cand is _NO_TIME:
             stopped = True
             break
@@ -121,16 +121,19 @@ def plan_pipeline(planner, problem, warm, src: str, wall, deadline: float | None
 _NO_TIME = object()     # ``_solve_one``: too little time left to start a solve
 
 
-def _solve_one(planner, problem, limit: float, deadline: float | None, rows):
+def _solve_one(planner, problem, limit: float, deadline: float | None, rows, solves: int = 0):
     """The ``milp`` planner's plan of the one-micro-batch problem at ``limit`` bytes, with the
     ``rows`` (``(name, {tensor: coefficient}, rhs)``: ``sum coefficient * keep <= rhs``) added to
     its exact model, as a plan of the stage (its decisions, hold points and D2H order; its issue
     points are one micro-batch's and are left to the simulator's default), None when it has
     none, ``_NO_TIME`` when less than ``MIN_TIME_LIMIT_S`` is left before ``deadline``. With
     rows: without a warm start, cutoff or chain recursion (a one-micro-batch plan need not
-    satisfy the rows)."""
+    satisfy the rows). ``write_lp`` is passed to the first solve (``solves == 0``) only: its
+    exact model, with the rows, is written there (the one-GPU rule: none beyond
+    ``max_exact_tensors``)."""
     params = dict(planner.params)
-    params["write_lp"] = None
+    if planner.write_lp and solves:     # write_lp: the first solve's model only
+        params["write_lp"] = None
     if rows:
         params.update(warm_start=False, cutoff=False, chain_recursion=False)
     if deadline is not None:
