@@ -311,3 +311,14 @@ def test_milp_beyond_the_exact_size_bisects_the_one_micro_batch_budget():
     assert r.fits and plan.info.objective == pytest.approx(r.step_time_s, rel=1e-12)
     assert "one-micro-batch solves" in plan.info.message
     assert r.step_time_s >= planners.get("brute").plan(p).info.objective * (1 - 1e-12)
+
+
+def test_milp_writes_the_one_micro_batch_model_with_its_in_flight_rows(tmp_path):
+    g = syn.chain(4, sizes=[2, 3, 2, 1])
+    base = _stage(g, CostModel.unit(g), 0, 2)
+    p = base.with_budget((base.min_feasible_bytes + base.keep_all_peak) // 2)
+    out = tmp_path / "stage.lp"
+    plan = planners.get("milp", write_lp=str(out)).plan(p)
+    assert plan.info.status in (Status.OPTIMAL, Status.FEASIBLE)
+    text = out.read_text()
+    assert text.count("pipe_mem_") == len(keep_rows(p)) == 2 * len(g.ops)
