@@ -226,8 +226,8 @@ def test_every_planner_plans_one_stage(name, stage):
 
 @pytest.mark.parametrize("stage", [0, 1])
 def test_the_search_planners_fit_where_brute_does(stage):
-    """slack, dp-checkpoint, chen-greedy and capuchin find a plan that fits wherever a shared plan
-    of theirs exists (brute: the best), never faster than brute's."""
+    """slack, dp-checkpoint and capuchin find a plan that fits on these stages, never faster
+    than brute's best shared plan."""
     p = _tiny(stage)
     best = planners.get("brute").plan(p).info.objective
     for name in ("slack", "dp-checkpoint", "capuchin"):
