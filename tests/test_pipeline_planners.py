@@ -13,7 +13,13 @@ import pytest
 
 from slackswap import planners
 from slackswap.bounds import capacity_bound, gap, lower_bound
-from slackswap.bounds.pipeline import in_flight_counts, keep_rows, path_constants, pipeline_bound
+from slackswap.bounds.pipeline import (
+    in_flight_counts,
+    keep_rows,
+    path_constants,
+    pipeline_bound,
+    tail_constants,
+)
 from slackswap.core import hardware as hw_mod
 from slackswap.core.costs import CostModel
 from slackswap.core.errors import ParameterError
@@ -166,6 +172,19 @@ def test_the_passes_paths_give_the_ideal_step():
     consts = path_constants(p.costs, p.pipeline)
     assert consts[-1] == pytest.approx(3 * (4 + 4))     # three micro-batches in a row, no optimizer time
     assert all(x == -math.inf for x in consts[:-1])
+
+
+def test_the_tails_from_the_first_pass_give_the_ideal_step_of_stage_zero():
+    """Stage 0 waits for no input: every path starts with its first forward pass, so that pass
+    plus the longest tail after it is the keep-all timeline's end."""
+    g = syn.chain(8, input_bytes=1)
+    c = replace(CostModel.unit(g), optimizer_s=0.5)
+    for pp, m in ((2, 3), (4, 5), (4, 8), (1, 3)):
+        p = _stage(g, c, 0, m, pp)
+        tail = tail_constants(p.costs, p.pipeline)
+        assert len(tail) == 2 * m
+        assert sum(p.costs.fwd_s) + max(tail[0]) == pytest.approx(p.ideal_step_s, rel=1e-12)
+        assert tail[-1][0] == 0.5 and tail[-1][1:] == [-math.inf] * m
 
 
 def test_in_flight_counts():

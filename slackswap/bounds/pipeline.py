@@ -54,7 +54,8 @@ below for every such plan (any issue points, D2H order and hold points) by the l
        ``q (sum_t (1 - r_t) b_t + I) + own - bw (tau - A0) <= budget`` (``own``: the running
        micro-batch's memory less its recomputed dead tensors at a forward step, as in the memory
        rows at a backward step); and ``tau <= T - W - n_B rho`` (``W``: the rest of the pass
-       from that step, every later pass and the optimizer, ``n_B`` the later backward passes).
+       from that step plus a path from the pass's end to the optimizer's, ``tail_constants``,
+       with ``n_B`` backward passes on it: the longest, and the one through every later pass).
 
      Every shared plan maps to an integral point of this LP with ``T`` at most its step time, so
      the LP's optimum (HiGHS, shaved by its primal tolerance) is a bound. When the LP has no
@@ -233,6 +234,38 @@ def path_constants(costs, pipe) -> list[float]:
     return [x + opt for x in end]
 
 
+def tail_constants(costs, pipe) -> list[list[float]]:
+    """``D[x][j]`` (seconds): the longest path from the end of the stage's pass ``x`` (its
+    position in ``pipe.order``) to the end of the optimizer whose backward passes are ``j`` of
+    the path's pass durations (``-inf`` where none is), with the passes' ideal durations and the
+    arrivals of ``path_constants``: the next pass starts after pass ``x`` ends, and after the
+    forward ``k`` of a stage below the last, its backward ``k`` starts no earlier than the
+    round trip ``R(k)`` later. Every plan's step is at least the end of pass ``x`` plus
+    ``D[x][j] + j * rho`` for every ``j``."""
+    p, s, m = pipe.stages, pipe.stage, pipe.microbatches
+    F, B = float(np.sum(costs.fwd_s)), float(np.sum(costs.bwd_s))
+    fend, bend = ideal_timeline(p, m, F, B, pipe.send_s)
+    order = list(pipe.order)
+    where = {pk: x for x, pk in enumerate(order)}
+    ninf = -math.inf
+    tail: list[list[float]] = [[ninf] * (m + 1) for _ in order]
+    tail[-1] = [float(costs.optimizer_s)] + [ninf] * m
+
+    def through(x: int) -> list[float]:        # pass x's duration, then its tail
+        if order[x][0] == "F":
+            return [v + F for v in tail[x]]
+        return [ninf] + [v + B for v in tail[x][:-1]]     # the pass itself is one of the j
+
+    for x in range(len(order) - 2, -1, -1):
+        best = through(x + 1)
+        kind, k = order[x]
+        if kind == "F" and s < p - 1:
+            r = float(bend[s + 1, k]) + pipe.send_s - float(fend[s, k])
+            best = [max(a, v + r) for a, v in zip(best, through(where["B", k]), strict=True)]
+        tail[x] = best
+    return tail
+
+
 def _release_rows(problem, pipe, tens, t0: float, cols, row) -> None:
     """The copy-out rows (module docstring, (ii) release): at every step of every pass, the
     swapped sources of the micro-batches in flight are released only as the D2H engine, from the
@@ -263,7 +296,7 @@ def _release_rows(problem, pipe, tens, t0: float, cols, row) -> None:
     keep = sched.static_memory().astype(float)
     bwd_step = {o: s for s, (kind, o) in enumerate(zip(sched.kinds, sched.ops, strict=True)) if kind == BWD}
     fwd, bwd = np.asarray(c.fwd_s, float), np.asarray(c.bwd_s, float)
-    F, B, opt = float(fwd.sum()), float(bwd.sum()), float(c.optimizer_s)
+    F, B = float(fwd.sum()), float(bwd.sum())
     p_, s_, m = pipe.stages, pipe.stage, pipe.microbatches
     a0 = 0.0
     if s_ > 0:
@@ -278,13 +311,13 @@ def _release_rows(problem, pipe, tens, t0: float, cols, row) -> None:
         row([(GR + i, 1.0)] + ([(GR + i - 1, -1.0)] if i else []) + [(R + j, -b[j] / unit) for j in new], 0.0, 0.0)
     row([(RB, 1.0)] + [(R + j, -b[j] / unit) for j in range(nt) if b[j] > 0], 0.0, 0.0)
     order = list(pipe.order)
-    later = [0.0] * len(order)              # durations of every later pass and the optimizer
-    n_b = [0] * len(order)                  # backward passes after each pass
-    acc, cnt = opt, 0
-    for x in range(len(order) - 1, -1, -1):
-        later[x], n_b[x] = acc, cnt
-        acc += F if order[x][0] == "F" else B
-        cnt += order[x][0] == "B"
+    tail = tail_constants(c, pipe)
+    # per pass: the paths after it to use, (seconds, backward passes on them): the longest one
+    # when nothing is re-run, and the one through every later pass (which counts the most)
+    paths = []
+    for x in range(len(order)):
+        fin = [(v, j) for j, v in enumerate(tail[x]) if math.isfinite(v)]
+        paths.append(sorted({max(fin), max(fin, key=lambda vj: (vj[1], vj[0]))}))
     fwd_rest = np.cumsum(fwd[::-1])[::-1]   # sum_{l >= i} fwd_l
     bwd_upto = np.cumsum(bwd)               # sum_{l <= j} bwd_l
     done: set[int] = set()
@@ -293,9 +326,9 @@ def _release_rows(problem, pipe, tens, t0: float, cols, row) -> None:
         if kind == "F":
             q = len(done)
             for i in range(n):
-                w = fwd_rest[i] + later[x]
-                const = q * (total + inputs) + keep[i] - budget + bw * (w + a0)
-                row([(E, bt), (RHO, -bt * n_b[x]), (RB, float(q)), (GR + i, 1.0)], const / unit - slack, np.inf)
+                for later, nb in paths[x]:
+                    const = q * (total + inputs) + keep[i] - budget + bw * (fwd_rest[i] + later + a0)
+                    row([(E, bt), (RHO, -bt * nb), (RB, float(q)), (GR + i, 1.0)], const / unit - slack, np.inf)
             done.add(k)
         else:
             done.discard(k)
@@ -303,10 +336,11 @@ def _release_rows(problem, pipe, tens, t0: float, cols, row) -> None:
             for j in range(n):
                 saved = sorted({pos[y] for y in g.ops[j].saves if y in pos})
                 free = float(b[low <= j].sum() - b[saved].sum())
-                w = bwd_upto[j] + later[x]
-                const = q * (total + inputs) + keep[bwd_step[j]] - free - budget + bw * (w + a0)
-                row([(E, bt), (RHO, -bt * n_b[x]), (RB, float(q)), (GB + j, -1.0)]
-                    + [(K + i, b[i] / unit) for i in saved if b[i] > 0], const / unit - slack, np.inf)
+                for later, nb in paths[x]:
+                    const = (q * (total + inputs) + keep[bwd_step[j]] - free - budget
+                             + bw * (bwd_upto[j] + later + a0))
+                    row([(E, bt), (RHO, -bt * nb), (RB, float(q)), (GB + j, -1.0)]
+                        + [(K + i, b[i] / unit) for i in saved if b[i] > 0], const / unit - slack, np.inf)
 
 
 def _memory_rows(problem, pipe, tens, K: int, KB: int, GF: int, GB: int, row) -> None:
