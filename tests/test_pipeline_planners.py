@@ -284,6 +284,32 @@ def test_slack_compute_bound_is_below_every_simulated_step():
             assert judge.compute_bound(dec) <= r.step_time_s
 
 
+def test_the_planners_memory_pruning_stays_valid_on_a_pipeline():
+    """slack and capuchin prune a plan whose one-micro-batch memory bound (``memory_bound``,
+    ``ForwardBound``) exceeds the budget: on a pipeline stage such a plan never fits either (the
+    stage holds at least one micro-batch's memory at each of its steps)."""
+    import random
+
+    from slackswap.planners.slack.judge import ForwardBound
+    from slackswap.timeline.simulate import memory_bound
+
+    rng = random.Random(3)
+    pruned = 0
+    for seed in range(12):
+        g = _graph(seed)
+        base = _stage(g, _costs(g, 1.0), seed % 2, 2 + seed % 3)
+        for b in _budgets(base):
+            p = base.with_budget(b)
+            fwd = ForwardBound(p)
+            for _ in range(15):
+                dec = {t: rng.choice([Decision.KEEP] + [Decision.SWAP] * g.tensors[t].swappable
+                                     + [Decision.RECOMPUTE] * g.tensors[t].recomputable) for t in p.planning_ids}
+                if fwd.over(dec) or memory_bound(p, dec).max() > p.budget_bytes:
+                    pruned += 1
+                    assert not simulate(p, Plan(dec), detail=False).fits
+    assert pruned > 20
+
+
 def test_milp_on_a_pipeline_stage():
     """The milp planner on a pipeline stage: its plan fits, is no faster than brute's best, and
     its status is OPTIMAL only where the pipeline bound closes the gap."""
