@@ -270,12 +270,16 @@ def test_dp_checkpoint_bisects_the_one_micro_batch_limit():
 
 
 def test_slack_compute_bound_is_below_every_simulated_step():
-    """slack's pruning bound on a pipeline stage (the larger of the ideal step and the compute
-    stream's work) is below the simulated step of every shared keep/recompute plan."""
+    """slack's pruning bound on a pipeline stage (the passes' paths with every backward pass
+    longer by the re-runs) is below the simulated step of every shared keep/recompute plan, also
+    with three stages, sends of a second and an optimizer step."""
     import itertools
 
-    for stage in (0, 1):
-        p = _tiny(stage).with_budget(None)
+    hw = replace(HW, gpu=replace(HW.gpu, p2p_bytes_per_s=2.0))     # 2 input bytes: sends of 1 s
+    g = syn.chain(6, sizes=[2, 3, 2, 3, 2, 1], input_bytes=2)
+    slow = Problem.from_graph(g, replace(CostModel.unit(g), optimizer_s=0.5), math.inf, hw,
+                              parallel=Parallel(pp=3, stage=1, microbatches=4))
+    for p in (_tiny(0).with_budget(None), _tiny(1).with_budget(None), slow):
         judge = Judge(p, 10)
         ids = p.planning_ids
         for combo in itertools.product((Decision.KEEP, Decision.RECOMPUTE), repeat=len(ids)):
