@@ -120,7 +120,7 @@ def pipeline_bound(problem) -> tuple[float, str]:
     if math.isinf(lp):
         return math.inf, "no shared plan fits: the in-flight memory rows fail whatever is evicted"
     if lp > best:
-        best, how = lp, "pipeline LP (re-runs on the passes' paths, copy engines, in-flight memory)"
+        best, how = lp, "pipeline LP (passes' paths with re-runs, copy engines, in-flight memory and its release)"
     return best, how
 
 
