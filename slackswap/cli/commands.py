@@ -198,8 +198,27 @@ def _show_and_save(args, console, problem, plan) -> int:
     return 0
 
 
+def _regions_args(p):
+    p.add_argument("--regions", choices=("layers",),
+                   help="judge and plan as selective activation checkpointing runs the plan, one "
+                        "checkpointed region per layer (docs/planners.md, \"Planning for checkpointed regions\")")
+    p.add_argument("--region-swap", choices=("save", "recompute"),
+                   help="with --regions: what a SWAP inside a region becomes (default save)")
+
+
+def _with_regions(args, problem):
+    """``problem`` under ``--regions`` / ``--region-swap`` (checked: the swap only with regions)."""
+    if args.regions is None:
+        if args.region_swap is not None:
+            raise SlackSwapError(f"--region-swap: only with --regions layers; got --region-swap {args.region_swap} "
+                                 f"without --regions")
+        return problem
+    return problem.with_regions(args.regions, args.region_swap or "save")
+
+
 def _plan_args(p):
     _problem_args(p)
+    _regions_args(p)
     p.add_argument("--planner", default="slack", help="planner name (default slack)")
     p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
                    help="planner parameter (repeatable; values parsed as JSON when possible); "
@@ -214,13 +233,14 @@ def _plan(args, console) -> int:
     from .. import planners  # lazy: start-up cost of the command line
 
     _check_outputs(args)
-    problem = _problem(args)
+    problem = _with_regions(args, _problem(args))
     return _show_and_save(args, console, problem, planners.get(args.planner, **dict(args.param)).plan(problem))
 
 
 def _simulate_args(p):
     p.add_argument("--plan", required=True, help="a plan JSON written by `slackswap plan --out`")
     _problem_args(p)
+    _regions_args(p)
     p.add_argument("--trace", help="write the simulated timeline as a Chrome trace JSON")
     p.add_argument("--figure", help="write a timeline figure (PNG, PDF, SVG)")
 
@@ -231,7 +251,7 @@ def _simulate(args, console) -> int:
 
     _check_outputs(args)
     plan = Plan.load(args.plan)
-    problem = _problem(args)
+    problem = _with_regions(args, _problem(args))
     validate(problem, plan)
     return _show_and_save(args, console, problem, plan)
 

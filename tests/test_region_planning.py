@@ -1,0 +1,228 @@
+"""Planning for checkpointed regions (docs/planners.md, "Planning for checkpointed regions"): a
+problem made with ``Problem.with_regions`` is judged, and planned, as selective activation
+checkpointing of its regions runs a plan (docs/timeline.md, "Checkpointed regions")."""
+
+import math
+import random
+
+import pytest
+
+from slackswap import Decision, Plan, Problem, planners, simulate
+from slackswap.cli import main
+from slackswap.core.costs import CostModel
+from slackswap.core.errors import ParameterError, PlanError
+from slackswap.experiments import synthetic
+from slackswap.timeline.regions import layer_regions
+from slackswap.timeline.simulate import memory_bound, time_tolerance
+
+K, S, R = Decision.KEEP, Decision.SWAP, Decision.RECOMPUTE
+
+
+def _chain8():
+    """chain(8): a0 (1 byte, the step input) -> op0 -> a1 -> ... -> op7 -> a8, sizes a1..a8 =
+    3, 1, 4, 1, 5, 9, 2, 6 bytes, unit costs; ops 0-3 region 0, ops 4-7 region 1."""
+    g = synthetic.chain(8, sizes=[3, 1, 4, 1, 5, 9, 2, 6], input_bytes=1)
+    return Problem.from_graph(g, CostModel.unit(g)), {o.id: o.id // 4 for o in g.ops}
+
+
+def _chain6():
+    g = synthetic.chain(6, sizes=[3, 1, 4, 1, 5, 9], input_bytes=1)
+    return Problem.from_graph(g, CostModel.unit(g)), {o.id: o.id // 3 for o in g.ops}
+
+
+def _tiny(budget=0.8, swap="save"):
+    return Problem.build("tiny", "a100-80gb", budget=budget).with_regions("layers", swap)
+
+
+def _check_reported(problem, plan):
+    """The plan's status and objective are its region simulation; never hold points."""
+    r = simulate(problem, plan, detail=False)
+    assert not plan.hold_points
+    assert (plan.info.status.value in ("FEASIBLE", "OPTIMAL")) == r.fits, plan.info.message
+    if r.fits:
+        assert plan.info.objective == pytest.approx(r.step_time_s, rel=1e-12)
+    else:
+        assert plan.info.status.value == "INFEASIBLE" and plan.info.objective is None
+    return r
+
+
+# tiny (2 layers) at 80% under per-layer regions: every planner that can lower the peak fits;
+# keep-all and swap-all cannot (every SWAP is kept, swap="save"): they say so
+FITS = ["slack", "capuchin", "dp-checkpoint", "chen-greedy", "chen-sqrt", "checkpoint-layers", "recompute-all"]
+
+
+@pytest.mark.parametrize("name", FITS + ["keep-all"])
+def test_each_planner_plans_for_regions_on_tiny(name):
+    p = _tiny()
+    plan = planners.get(name).plan(p)
+    r = _check_reported(p, plan)
+    assert r.fits == (name != "keep-all"), plan.info.message
+    assert plan.info.lower_bound is None and plan.info.gap is None
+    assert plan.info.message.startswith("2 checkpointed regions, swap=save")
+
+
+def test_swap_all_is_judged_with_its_swaps_recomputed_too():
+    """swap-all swaps every tensor: under regions with swap="save" that is keep-all, over the
+    budget; its plan with the swaps recomputed (the model-based path judges both) fits."""
+    p = _tiny()
+    plan = planners.get("swap-all").plan(p)
+    _check_reported(p, plan)
+    assert plan.info.status.value == "FEASIBLE" and S not in plan.decisions.values()
+    assert not simulate(p, planners.get("swap-all").plan(p.without_regions()), detail=False).fits
+
+
+def test_a_planner_that_cannot_fit_says_so():
+    p = _tiny(budget=0.5)                    # per-layer regions need 54.7% of tiny's keep-all peak
+    for name in ("dp-checkpoint", "slack", "capuchin"):
+        plan = planners.get(name).plan(p)
+        _check_reported(p, plan)
+        assert plan.info.status.value == "INFEASIBLE"
+    assert "no plan fits the budget" in planners.get("dp-checkpoint").plan(p).info.message
+
+
+def test_the_default_plan_does_not_fit_under_regions_the_region_plan_does():
+    """chain(8) at 30 bytes (``_chain8``). Under the default rules dp-checkpoint and slack
+    recompute a5 (5 bytes, made by op4) just before op5's backward, where it is needed: peak 30,
+    17 s. Checkpointed, region 1 (ops 4-7) is replayed at its first backward use, op7's backward,
+    so a5 is rebuilt there and held through op6's backward (step 10), where the kept a1-a4, a6,
+    a7 (20 bytes), a0 and the gradients already hold 30 bytes: 35 > 30. The region-aware plan
+    recomputes a1 and a3 instead, in region 0, replayed after region 1's tensors are gone, and
+    keeps a5: peak 28, 18 s (one re-run more), the optimum over every assignment (brute: 18 s,
+    recomputing a2 and a3, a tie it breaks by its own order)."""
+    base, regions = _chain8()
+    base = base.with_budget(30)
+    p = base.with_regions(regions)
+    names = {t.name: t.id for t in base.graph.tensors}
+    for name in ("dp-checkpoint", "slack"):
+        default = planners.get(name).plan(base)
+        assert default.decisions[names["a5"]] is R
+        assert [t for t, d in default.decisions.items() if d is R] == [names["a5"]]
+        r = simulate(base, default, detail=False)
+        assert r.fits and (r.peak_bytes, r.step_time_s) == (30, 17.0)
+        r = simulate(p, default, detail=False)
+        assert not r.feasible and r.peak_bytes == 35 and r.reason.startswith("step 10 (bwd op6)")
+        plan = planners.get(name).plan(p)
+        r = _check_reported(p, plan)
+        assert r.fits and (r.peak_bytes, r.step_time_s) == (28, 18.0)
+        assert plan.decisions[names["a5"]] is K
+        assert sorted(t for t, d in plan.decisions.items() if d is R) == [names["a1"], names["a3"]]
+    best = planners.get("brute").plan(p)
+    assert best.info.status.value == "OPTIMAL" and best.info.objective == 18.0
+
+
+@pytest.mark.parametrize("budget", [19, 21, 23])
+def test_exact_planners_under_regions_on_a_small_chain(budget):
+    """brute judges every assignment by the region simulation: its OPTIMAL is the optimum under
+    the regions, and no other planner beats it; the MILP (model of the default rules, planned at
+    lowered budgets) reaches it here, with no bound reported."""
+    base, regions = _chain6()
+    p = base.with_budget(budget).with_regions(regions)
+    best = planners.get("brute").plan(p)
+    assert best.info.status.value == "OPTIMAL"
+    assert simulate(p, best, detail=False).step_time_s == best.info.objective
+    tol = time_tolerance(p.costs)
+    for name in ("milp", "slack", "dp-checkpoint", "capuchin", "swap-all"):
+        plan = planners.get(name).plan(p)
+        r = _check_reported(p, plan)
+        assert r.fits and r.step_time_s >= best.info.objective - tol, name
+    milp = planners.get("milp").plan(p)
+    assert milp.info.objective == best.info.objective
+    assert milp.info.lower_bound is None and milp.info.gap is None
+
+
+@pytest.mark.parametrize("swap", ["save", "recompute"])
+@pytest.mark.parametrize("budget", [0.6, 0.7, 0.8, 0.9])
+def test_slack_for_regions_is_never_worse_than_its_default_plan_run_there(budget, swap):
+    p = _tiny(budget, swap)
+    default = simulate(p, planners.get("slack").plan(p.without_regions()), detail=False)
+    plan = planners.get("slack").plan(p)
+    r = _check_reported(p, plan)
+    assert r.fits
+    if default.fits:
+        assert r.step_time_s <= default.step_time_s + time_tolerance(p.costs)
+
+
+def test_memory_bound_under_regions_is_the_region_simulation_exactly():
+    """What slack and capuchin prune by stays valid under regions: the region schedule's memory
+    is the simulator's accounted memory (no copies), so its maximum is the simulated peak."""
+    base = Problem.build("tiny", "a100-80gb", budget=None)
+    rng = random.Random(0)
+    for swap in ("save", "recompute"):
+        p = base.with_regions("layers", swap)
+        for _ in range(10):
+            d = {t: rng.choice((K, S, R)) for t in p.planning_ids}
+            assert memory_bound(p, d).max() == simulate(p, Plan(d), detail=False).peak_bytes
+
+
+def test_a_region_problem_simulates_as_simulate_with_regions():
+    p = _tiny(0.7, "recompute")
+    plan = planners.get("slack").plan(p.without_regions())
+    a = simulate(p, plan, detail=False)
+    b = simulate(p.without_regions(), plan, detail=False, regions=layer_regions(p.graph), swap="recompute")
+    assert (a.feasible, a.peak_bytes, a.step_time_s, a.counts) == (b.feasible, b.peak_bytes, b.step_time_s, b.counts)
+    c = simulate(p, plan, detail=False, swap="save")            # the call's swap wins
+    d = simulate(p.without_regions(), plan, detail=False, regions=layer_regions(p.graph))
+    assert (c.peak_bytes, c.counts) == (d.peak_bytes, d.counts)
+    assert "regions: 2 checkpointed regions, swap=recompute" in str(p)
+    assert p.summary()["regions"] == "2 checkpointed regions, swap=recompute"
+    assert p.with_budget(0.9).regions == p.regions                 # kept by with_budget
+    with pytest.raises(PlanError, match="not with regions"):
+        simulate(p, Plan(plan.decisions, hold_points={next(iter(plan.decisions)): 0}))
+
+
+def test_with_regions_takes_a_dict_and_none():
+    base, regions = _chain8()
+    p = base.with_regions(regions)
+    assert p.regions == regions and p.regions is not regions and p.region_swap == "save"
+    assert p.with_regions(None).regions is None and p.without_regions().regions is None
+    assert base.without_regions() is base
+    assert "regions" not in base.summary()
+
+
+def test_bad_regions_and_swap_are_one_line():
+    base, _ = _chain8()
+    n = len(base.graph.ops)
+    cases = [
+        (lambda: base.with_regions("blocks"),
+         "regions: must be 'layers', a dict of op id -> region label or None; got 'blocks'"),
+        (lambda: base.with_regions([1, 2]),
+         "regions: must be 'layers', a dict of op id -> region label or None; got list"),
+        (lambda: base.with_regions({n: 0}), f"regions: keys must be op ids, integers in 0..{n - 1}; got {n}"),
+        (lambda: base.with_regions({0: math.nan}), "regions[0]: a region label must be an int or a str; got nan"),
+        (lambda: base.with_regions("layers", "offload"), "swap: must be one of save, recompute; got 'offload'"),
+        (lambda: base.with_regions("layers", math.nan), "swap: must be one of save, recompute; got nan"),
+        (lambda: base.with_regions(None, "later"), "swap: must be one of save, recompute; got 'later'"),
+        (lambda: simulate(base, Plan({}), swap="offload"), "swap: must be one of save, recompute; got 'offload'"),
+        (lambda: Problem(base.graph, base.costs, keep_all_peak=base.keep_all_peak,
+                         min_feasible_bytes=base.min_feasible_bytes, region_swap="recompute"),
+         "region_swap: only with regions (a SWAP inside a checkpointed region); got 'recompute' without regions"),
+    ]
+    for make, text in cases:
+        with pytest.raises(ParameterError) as e:
+            make()
+        assert str(e.value) == text and "\n" not in str(e.value)
+
+
+def test_cli_plan_and_simulate_with_regions(tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    assert main(["plan", "--model", "tiny", "--budget", "0.8", "--regions", "layers", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "regions: 2 checkpointed regions, swap=save" in text and "status FEASIBLE" in text
+    saved = Plan.load(out)
+    p = _tiny()
+    assert saved.info.objective == simulate(p, saved, detail=False).step_time_s
+    assert main(["simulate", "--plan", str(out), "--model", "tiny", "--budget", "0.8", "--regions", "layers",
+                 "--region-swap", "recompute"]) == 0
+    assert "swap=recompute" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["--regions", "blocks"], "argument --regions: invalid choice: 'blocks' (choose from 'layers')"),
+    (["--regions", "layers", "--region-swap", "offload"],
+     "argument --region-swap: invalid choice: 'offload' (choose from 'save', 'recompute')"),
+    (["--region-swap", "save"], "--region-swap: only with --regions layers; got --region-swap save without --regions"),
+])
+def test_cli_bad_regions_are_one_line(argv, text, capsys):
+    assert main(["plan", "--model", "tiny", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err == f"slackswap: error: {text}\n"
