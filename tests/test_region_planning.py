@@ -2,6 +2,7 @@
 problem made with ``Problem.with_regions`` is judged, and planned, as selective activation
 checkpointing of its regions runs a plan (docs/timeline.md, "Checkpointed regions")."""
 
+import itertools
 import math
 import random
 
@@ -226,3 +227,28 @@ def test_cli_bad_regions_are_one_line(argv, text, capsys):
     assert main(["plan", "--model", "tiny", *argv]) == 2
     err = capsys.readouterr().err
     assert err == f"slackswap: error: {text}\n"
+
+
+@pytest.mark.parametrize("swap", ["save", "recompute"])
+def test_a_region_run_is_no_faster_and_no_smaller_than_its_decisions_under_the_default_rules(swap):
+    """docs/milp.md, "Checkpointed regions": a region run re-runs every op that producer-chain
+    recompute of its decisions as they run re-runs (proven there), so it is no faster; that it
+    also needs no less memory is not proven, only checked here, on every assignment of chain(6)
+    under two regions and on random keep/recompute plans of tiny per layer."""
+    from slackswap.timeline.regions import region_decisions
+
+    base, regions = _chain6()
+    p = base.with_regions(regions, swap)
+    plans = [dict(zip(base.planning_ids, c, strict=True))
+             for c in itertools.product((K, S, R), repeat=len(base.planning_ids))]
+    tiny = Problem.build("tiny", "a100-80gb", budget=None)
+    rng = random.Random(1)
+    cases = [(p, base, d) for d in plans] + [
+        (tiny.with_regions("layers", swap), tiny, {t: rng.choice((K, R)) for t in tiny.planning_ids})
+        for _ in range(20)]
+    for q, plain, d in cases:
+        eff, _ = region_decisions(plain.graph, d, q.regions, swap)
+        a = simulate(q, Plan(d), detail=False)
+        b = simulate(plain, Plan({t: eff[t] for t in d}), detail=False)
+        assert b.step_time_s <= a.step_time_s + time_tolerance(plain.costs)
+        assert b.peak_bytes <= a.peak_bytes

@@ -139,8 +139,8 @@ def _keep_back(problem, state, judge) -> None:
 
 
 def keep_back(problem, decisions: dict, step: float, judge=None, limit: int = FLIPS):
-    """Greedy: each recomputed (or swapped) tensor of ``decisions``, the most rebuild seconds per
-    byte first (its producer's forward seconds over its bytes), turned to KEEP when the region
+    """Greedy: each recomputed (or swapped) tensor of ``decisions``, the slowest producer first
+    (forward seconds; then the smaller tensor), turned to KEEP when the region
     simulation (``judge(decisions) -> SimResult``; default ``simulate`` on ``problem``) says the
     plan still fits and is faster; at most ``limit`` simulations. Returns ``(decisions, step,
     result of the last accepted change or None)``."""
@@ -150,7 +150,7 @@ def keep_back(problem, decisions: dict, step: float, judge=None, limit: int = FL
     fwd, tensors = problem.costs.fwd_s, problem.graph.tensors
     tol = time_tolerance(problem.costs)
     cand = sorted((t for t, d in decisions.items() if d is not Decision.KEEP),
-                  key=lambda t: (-fwd[tensors[t].producer] / max(tensors[t].bytes, 1), t))
+                  key=lambda t: (-fwd[tensors[t].producer], tensors[t].bytes, t))
     dec, best = dict(decisions), None
     for t in cand[:limit]:
         trial = {**dec, t: Decision.KEEP}
