@@ -252,3 +252,65 @@ def test_a_region_run_is_no_faster_and_no_smaller_than_its_decisions_under_the_d
         b = simulate(plain, Plan({t: eff[t] for t in d}), detail=False)
         assert b.step_time_s <= a.step_time_s + time_tolerance(plain.costs)
         assert b.peak_bytes <= a.peak_bytes
+
+
+@pytest.mark.usefixtures("one_torch_thread")   # small models: one intra-op thread
+@pytest.mark.parametrize("name", ["bert", "llama", "gpt2"])
+def test_a_region_plan_runs_as_its_region_schedule_on_hf_models(name):
+    """A plan made for per-layer regions of a small traced HF model, run with per-layer
+    checkpointing and ``slackswap.torch.policy``: the plain step's gradients bitwise, and the calls
+    PyTorch re-runs in the backward pass are the region schedule's re-runs (counted per aten op,
+    for the ops that make a tensor and never run in a plain backward pass)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import copy
+
+    from exec_models import build
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from slackswap.timeline.regions import region_schedule
+    from slackswap.torch import policy, trace
+
+    class Backward(TorchDispatchMode):
+        """Counts the aten calls dispatched while a backward pass runs (replays included)."""
+
+        def __init__(self):
+            super().__init__()
+            self.calls = {}
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if torch._C._current_graph_task_id() != -1:
+                self.calls[str(func)] = self.calls.get(str(func), 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    model, inputs = build(name)
+    if name != "bert":   # checkpointing turns the KV cache off: trace the step as it will run
+        inputs = dict(inputs, use_cache=False)
+    g = trace(model, inputs, device="cpu")
+    ref, plain = copy.deepcopy(model), Backward()
+    with plain:
+        ref(**inputs).loss.backward()
+    p = Problem.build(g, "a100-80gb", budget=0.8).with_regions("layers")
+    plan = planners.get("slack").plan(p)
+    r = _check_reported(p, plan)
+    assert r.fits and r.recompute_s > 0
+    info = g.spec
+    counted = {n for n in info.aten_ops if n not in plain.calls
+               and all(info.call_tensors[k] for k, m in enumerate(info.aten_ops) if m == n)}
+    _, sched = region_schedule(g, plan.decisions, p.regions)
+    reruns = {o: sched.recomputed.count(o) for o in set(sched.recomputed)}   # each op's re-runs
+    want: dict[str, int] = {}
+    for n, o in zip(info.aten_ops, info.call_ops, strict=True):
+        if n in counted and o in reruns:
+            want[n] = want.get(n, 0) + reruns[o]
+    assert want
+    pol = policy(plan, g)
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False,
+                                                                           "context_fn": pol})
+    model.train()
+    run = Backward()
+    with run:
+        model(**inputs).loss.backward()
+    assert {n: c for n, c in run.calls.items() if n in counted} == want
+    for (label, a), b in zip(model.named_parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad), label
