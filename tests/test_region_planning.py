@@ -314,3 +314,28 @@ def test_a_region_plan_runs_as_its_region_schedule_on_hf_models(name):
     assert {n: c for n, c in run.calls.items() if n in counted} == want
     for (label, a), b in zip(model.named_parameters(), ref.parameters(), strict=True):
         assert torch.equal(a.grad, b.grad), label
+
+
+def test_no_hold_points_under_regions():
+    """chain(10), unit costs, 4 bytes: no single-level plan fits, so under the default rules
+    dp-checkpoint and slack (recompute only) return a multi-level plan (hold points). A
+    checkpointed region is replayed once: under regions neither returns hold points (the
+    model-based path judges its plans without them, slack skips its multi-level fallback)."""
+    g = synthetic.chain(10)
+    base = Problem.from_graph(g, CostModel.unit(g)).with_budget(4)
+    p = base.with_regions({o.id: o.id // 5 for o in g.ops})
+    for planner in (planners.get("dp-checkpoint"), planners.get("slack", mode="recompute_only")):
+        assert planner.plan(base).hold_points
+        _check_reported(p, planner.plan(p))
+
+
+def test_a_function_planner_plans_for_regions_too():
+    from slackswap.planners.base import FunctionPlanner
+
+    p = _tiny(0.7)
+    keep_all = FunctionPlanner("mine", lambda pr: {t: K for t in pr.planning_ids})
+    plan = keep_all.plan(p)                     # keep-all does not fit: it says so
+    _check_reported(p, plan)
+    assert plan.info.status.value == "INFEASIBLE" and "no plan fits the budget" in plan.info.message
+    rec = FunctionPlanner("mine", lambda pr: planners.get("chen-greedy").plan(pr).decisions)
+    assert _check_reported(p, rec.plan(p)).fits
