@@ -339,3 +339,18 @@ def test_a_function_planner_plans_for_regions_too():
     assert plan.info.status.value == "INFEASIBLE" and "no plan fits the budget" in plan.info.message
     rec = FunctionPlanner("mine", lambda pr: planners.get("chen-greedy").plan(pr).decisions)
     assert _check_reported(p, rec.plan(p)).fits
+
+
+def test_bounds_under_regions_are_the_ideal_step_only():
+    """docs/milp.md, "Checkpointed regions": no bound beyond the ideal step is proven there."""
+    from slackswap import bounds
+
+    p = _tiny(0.7)
+    assert bounds.lower_bound(p)[0] == p.ideal_step_s
+    assert bounds.lower_bound(p.without_regions())[0] > p.ideal_step_s     # the capacity bound
+    for f in (bounds.capacity_bound, bounds.aggregate_bound):
+        with pytest.raises(ParameterError) as e:
+            f(p)
+        assert str(e.value) == (f"{f.__name__}(problem): not proven for a problem with checkpointed regions "
+                                "(lower_bound gives the ideal step for it); problem.without_regions() is the "
+                                "problem under the default rules")
