@@ -216,6 +216,18 @@ def test_cli_plan_and_simulate_with_regions(tmp_path, capsys):
     assert "swap=recompute" in capsys.readouterr().out
 
 
+def test_cli_compare_with_regions(capsys):
+    assert main(["compare", "--model", "tiny", "--budget", "0.8", "--regions", "layers",
+                 "--planners", "dp-checkpoint,keep-all"]) == 0
+    out = capsys.readouterr().out
+    assert "budget 0.8 (0.00 GiB), 2 checkpointed regions, swap=save" in out
+    p = _tiny()
+    r = simulate(p, planners.get("dp-checkpoint").plan(p), detail=False)
+    row = next(line for line in out.splitlines() if "dp-checkpoint" in line)
+    assert "FEASIBLE" in row and f"{r.throughput_ratio:.4f}" in row and f" {r.counts['keep']} " in row
+    assert "INFEASIBLE" in next(line for line in out.splitlines() if "keep-all" in line)
+
+
 @pytest.mark.parametrize("argv, text", [
     (["--regions", "blocks"], "argument --regions: invalid choice: 'blocks' (choose from 'layers')"),
     (["--regions", "layers", "--region-swap", "offload"],

@@ -268,6 +268,7 @@ def _names(text: str, option: str) -> list[str]:
 
 def _compare_args(p):
     _problem_args(p)
+    _regions_args(p)
     p.add_argument("--planners", default="slack,capuchin,dp-checkpoint,chen-greedy,checkpoint-layers,swap-all",
                    help="comma-separated planner names")
 
@@ -279,20 +280,26 @@ def _compare(args, console) -> int:
     names = _names(args.planners, "--planners")
     for n in names:
         planners.get(n)  # unknown names: one error line
-    _problem(args)  # validates model, hardware, parallel setting and budget up front
-    overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
-    par = _parallel(args)   # a preset name or .toml path as given (the rows name it), else the keys
-    par = par if par is None else args.parallel if "=" not in args.parallel else par.as_dict()
-    df = experiments.sweep(args.model, args.hardware, args.budget, names, overrides=overrides, link=args.link,
-                           workers=1, progress=False, parallel=par)
+    problem = _with_regions(args, _problem(args))  # validates model, hardware, parallel setting and budget up front
+    if problem.regions is not None:   # one problem under checkpointed regions: planned here, in this process
+        df = experiments.run_problems({args.model: problem}, names)
+    else:
+        overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation")
+                     if getattr(args, k) is not None}
+        par = _parallel(args)   # a preset name or .toml path as given (the rows name it), else the keys
+        par = par if par is None else args.parallel if "=" not in args.parallel else par.as_dict()
+        df = experiments.sweep(args.model, args.hardware, args.budget, names, overrides=overrides, link=args.link,
+                               workers=1, progress=False, parallel=par)
     cols = {"label": "planner", "status": "status", "throughput_ratio": "ratio", "step_time_s": "step",
             "peak_bytes": "peak", "stall_s": "stall", "recompute_s": "recompute", "swapped_bytes": "swapped",
             "n_keep": "keep", "n_swap": "swap", "n_recompute": "recomp.", "gap_to_bound": "gap to bound",
             "solve_s": "solve"}
     from ..report import humanize  # lazy: start-up cost of the command line
 
+    where = f", {problem.regions_text}" if problem.regions is not None else ""
     print_table(console, _df_table(f"{args.model} on {args.hardware}, budget {args.budget} "
-                            f"({df['budget_bytes'].iloc[0] / 2**30:.2f} GiB)", humanize(df[list(cols)]).rename(columns=cols)))
+                            f"({df['budget_bytes'].iloc[0] / 2**30:.2f} GiB){where}",
+                            humanize(df[list(cols)]).rename(columns=cols)))
     _warn(console, dict.fromkeys(w for w in df["warning"] if w))
     return 0
 
