@@ -74,7 +74,7 @@ from ...core.schema import NonNegInt, PosInt, Schema
 from ...timeline import simulate
 from ...timeline.problem import with_transfer_margin
 from ...timeline.simulate import time_tolerance
-from .._regions import keep_back
+from .._regions import FLIPS, keep_back
 from ..base import Parameterised, Tags, make_plan, register
 from ..dp import multilevel_plan
 from .judge import Fifo, Judge, issue_points, recompute_fit, rerun_closure, rerun_union
@@ -139,19 +139,15 @@ class SlackPlanner(Parameterised):
         runs as KEEP or RECOMPUTE. In hybrid mode the greedy then plans keep/recompute only
         (``mode="recompute_only"``); the plan this planner makes under the default rules is a
         candidate too, judged as it runs there, so the result is never slower than that plan
-        when it fits. Every candidate and move is judged by the region simulation; no hold
-        points (a region is replayed once), no D2H order."""
+        when it fits. Every candidate and move is judged by the region simulation, and after
+        the local search recomputed tensors are kept back while faster (``keep_back``, from the
+        winner and the other fitting candidates); no hold points (a region is replayed once), no
+        D2H order."""
         t0 = time.perf_counter()
         default = self._plan(problem.without_regions(), self.params)
         dec = {t: default.decisions.get(t, K) for t in problem.planning_ids}
         inner = self if self.mode != "hybrid" else SlackPlanner(**{**self.params, "mode": "recompute_only"})
         plan = inner._plan(problem, self.params, extra=[dec])
-        if plan.info.status is Status.FEASIBLE:   # then tensors kept back while faster (FLIPS sims)
-            kept, _, r = keep_back(problem, dict(plan.decisions), plan.info.objective)
-            if r is not None:
-                plan = make_plan(problem, kept, self.name, self.params, t0, result=r,
-                                 message=plan.info.message + f"; {sum(kept[t] is not plan.decisions[t] for t in kept)} "
-                                 "kept back by region simulation")
         return plan.with_info(wall_s=time.perf_counter() - t0,
                               message=f"{problem.regions_text}: {plan.info.message}")
 
@@ -217,6 +213,19 @@ class SlackPlanner(Parameterised):
                 dec, s = descend(judge, start, s0, self.prefetch,
                                  lambda cur: moves(prof, cur, self.mode, self._moves(prof, cur)),
                                  passes=len(prof.planning) if small else 2)
+                if s < best_s - tol:
+                    best, best_s = dec, s
+        if regions and math.isfinite(best_s):
+            # tensors kept back by region simulation (``keep_back``), from the winner and every
+            # fitting candidate (above SMALL planning tensors: the next two), within the judge's
+            # simulations
+            def sim(d):
+                return judge.score(d, issue_points(problem, d, self.prefetch))[1]
+
+            for s0, _, start in [(best_s, 0, best)] + [x for x in (fitted if small else fitted[:3]) if x[2] != best]:
+                if not math.isfinite(s0) or judge.left <= 0:
+                    continue
+                dec, s, _ = keep_back(problem, start, s0, sim, limit=min(FLIPS, judge.left))
                 if s < best_s - tol:
                     best, best_s = dec, s
         if not math.isfinite(best_s) and self.mode != "swap_only" and not regions:
