@@ -180,8 +180,11 @@ def test_with_regions_takes_a_dict_and_none():
 
 
 def test_bad_regions_and_swap_are_one_line():
+    from dataclasses import replace
+
     base, _ = _chain8()
     n = len(base.graph.ops)
+    flat = replace(base.graph, ops=tuple(replace(o, layer=None) for o in base.graph.ops))
     cases = [
         (lambda: base.with_regions("blocks"),
          "regions: must be 'layers', a dict of op id -> region label or None; got 'blocks'"),
@@ -192,6 +195,9 @@ def test_bad_regions_and_swap_are_one_line():
         (lambda: base.with_regions("layers", "offload"), "swap: must be one of save, recompute; got 'offload'"),
         (lambda: base.with_regions("layers", math.nan), "swap: must be one of save, recompute; got nan"),
         (lambda: base.with_regions(None, "later"), "swap: must be one of save, recompute; got 'later'"),
+        (lambda: Problem.from_graph(flat, CostModel.unit(flat)).with_regions("layers"),
+         "regions: 'layers': graph 'chain' has no op with a layer (Op.layer); give a dict of op id -> "
+         "region label"),
         (lambda: simulate(base, Plan({}), swap="offload"), "swap: must be one of save, recompute; got 'offload'"),
         (lambda: Problem(base.graph, base.costs, keep_all_peak=base.keep_all_peak,
                          min_feasible_bytes=base.min_feasible_bytes, region_swap="recompute"),

@@ -166,6 +166,9 @@ class Problem:
                 raise ParameterError(f"regions: must be 'layers', a dict of op id -> region label or None; "
                                      f"got {regions!r}")
             regions = layer_regions(self.graph)
+            if not regions:
+                raise ParameterError(f"regions: 'layers': graph {self.graph.name!r} has no op with a layer "
+                                     "(Op.layer); give a dict of op id -> region label")
         elif isinstance(regions, dict):
             regions = dict(regions)
         else:
