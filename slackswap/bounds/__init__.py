@@ -48,7 +48,7 @@ import time
 
 import numpy as np
 
-from ..core.errors import BudgetError, ConfigError, SlackSwapError
+from ..core.errors import BudgetError, ConfigError, ParameterError, SlackSwapError
 from ..core.limits import parse_time_limit
 from ..core.plan import Decision
 from ..mip.aggregate import bandwidth, build, needs
@@ -68,7 +68,9 @@ def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[fl
     """A certified lower bound (seconds) on ``simulate(problem, plan).step_time_s`` for every plan
     (any issue points, D2H order and hold points): the better of the ideal step and the
     PCIe-capacity bound. ``integral_time_limit_s`` (opt-in, slower): also the dual bound of the
-    aggregated relaxation with integral decisions, after at most that many seconds.
+    aggregated relaxation with integral decisions, after at most that many seconds. On a problem
+    with checkpointed regions (``Problem.with_regions``): the ideal step only, the one bound
+    proven there (docs/milp.md, "Checkpointed regions").
 
     On a pipeline stage (``timeline.pipeline.pipeline_of``) the bound is ``pipeline_bound``'s
     (``bounds/pipeline.py``) and ``integral_time_limit_s`` is not used.
@@ -82,6 +84,8 @@ def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[fl
     if pipe is not None:        # a pipeline stage: its own bound (``bounds.pipeline``)
         return pipeline_bound(problem)
     best, how = float(problem.ideal_step_s), "ideal step (every op once, no stall)"
+    if getattr(problem, "regions", None) is not None:
+        return best, how + "; under checkpointed regions no other bound is proven (docs/milp.md)"
     cap = capacity_bound(problem)
     if cap > best:
         best, how = cap, "PCIe-capacity bound (recompute or copy out what exceeds the budget)"
@@ -90,6 +94,15 @@ def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[fl
         if agg > best:
             best, how = agg, "aggregated relaxation, integral decisions (solver dual bound)"
     return best, how
+
+
+def _no_regions(problem, who: str) -> None:
+    """Refuse a problem with checkpointed regions: the bound's argument is about the default rules
+    (docs/milp.md, "Checkpointed regions")."""
+    if getattr(problem, "regions", None) is not None:
+        raise ParameterError(f"{who}(problem): not proven for a problem with checkpointed regions "
+                             "(lower_bound gives the ideal step for it); problem.without_regions() is "
+                             "the problem under the default rules")
 
 
 def gap(problem, result, bound: float | None = None) -> float:
@@ -103,6 +116,7 @@ def gap(problem, result, bound: float | None = None) -> float:
 
 def capacity_bound(problem) -> float:
     """The PCIe-capacity lower bound on the step time (seconds); see the module docstring."""
+    _no_regions(problem, "capacity_bound")
 
     pipe = pipeline_of(problem)
     if pipe is not None:        # a pipeline stage: its own bound (``bounds.pipeline``)
@@ -167,6 +181,7 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
     ``mip_feasibility_tolerance``, 1e-6; a MILP bound above the optimum by 1.05e-7 was seen,
     ``test_the_integral_bound_is_shaved_by_the_mip_tolerance``)."""
 
+    _no_regions(problem, "aggregate_bound")
     if solver not in AGGREGATE_SOLVERS:
         raise ConfigError(f"aggregate_bound(solver): one of {', '.join(AGGREGATE_SOLVERS)}; got {solver!r}")
     if isinstance(chains, bool) or not isinstance(chains, int) or chains < 0:

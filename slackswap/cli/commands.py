@@ -199,8 +199,27 @@ def _show_and_save(args, console, problem, plan) -> int:
     return 0
 
 
+def _regions_args(p):
+    p.add_argument("--regions", choices=("layers",),
+                   help="judge and plan as selective activation checkpointing runs the plan, one "
+                        "checkpointed region per layer (docs/planners.md, \"Planning for checkpointed regions\")")
+    p.add_argument("--region-swap", choices=("save", "recompute"),
+                   help="with --regions: what a SWAP inside a region becomes (default save)")
+
+
+def _with_regions(args, problem):
+    """``problem`` under ``--regions`` / ``--region-swap`` (checked: the swap only with regions)."""
+    if args.regions is None:
+        if args.region_swap is not None:
+            raise SlackSwapError(f"--region-swap: only with --regions layers; got --region-swap {args.region_swap} "
+                                 f"without --regions")
+        return problem
+    return problem.with_regions(args.regions, args.region_swap or "save")
+
+
 def _plan_args(p):
     _problem_args(p)
+    _regions_args(p)
     p.add_argument("--planner", default="slack", help="planner name (default slack)")
     p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
                    help="planner parameter (repeatable; values parsed as JSON when possible); "
@@ -215,13 +234,14 @@ def _plan(args, console) -> int:
     from .. import planners  # lazy: start-up cost of the command line
 
     _check_outputs(args)
-    problem = _problem(args)
+    problem = _with_regions(args, _problem(args))
     return _show_and_save(args, console, problem, planners.get(args.planner, **dict(args.param)).plan(problem))
 
 
 def _simulate_args(p):
     p.add_argument("--plan", required=True, help="a plan JSON written by `slackswap plan --out`")
     _problem_args(p)
+    _regions_args(p)
     p.add_argument("--trace", help="write the simulated timeline as a Chrome trace JSON")
     p.add_argument("--figure", help="write a timeline figure (PNG, PDF, SVG)")
 
@@ -232,7 +252,7 @@ def _simulate(args, console) -> int:
 
     _check_outputs(args)
     plan = Plan.load(args.plan)
-    problem = _problem(args)
+    problem = _with_regions(args, _problem(args))
     validate(problem, plan)
     return _show_and_save(args, console, problem, plan)
 
@@ -249,6 +269,7 @@ def _names(text: str, option: str) -> list[str]:
 
 def _compare_args(p):
     _problem_args(p)
+    _regions_args(p)
     p.add_argument("--planners", default="slack,capuchin,dp-checkpoint,chen-greedy,checkpoint-layers,swap-all",
                    help="comma-separated planner names")
 
@@ -263,20 +284,26 @@ def _compare(args, console) -> int:
                              "use plan or simulate with --node, or Hardware.with_node in Python")
     for n in names:
         planners.get(n)  # unknown names: one error line
-    _problem(args)  # validates model, hardware, parallel setting and budget up front
-    overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
-    par = _parallel(args)   # a preset name or .toml path as given (the rows name it), else the keys
-    par = par if par is None else args.parallel if "=" not in args.parallel else par.as_dict()
-    df = experiments.sweep(args.model, args.hardware, args.budget, names, overrides=overrides, link=args.link,
-                           workers=1, progress=False, parallel=par)
+    problem = _with_regions(args, _problem(args))  # validates model, hardware, parallel setting and budget up front
+    if problem.regions is not None:   # one problem under checkpointed regions: planned here, in this process
+        df = experiments.run_problems({args.model: problem}, names)
+    else:
+        overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation")
+                     if getattr(args, k) is not None}
+        par = _parallel(args)   # a preset name or .toml path as given (the rows name it), else the keys
+        par = par if par is None else args.parallel if "=" not in args.parallel else par.as_dict()
+        df = experiments.sweep(args.model, args.hardware, args.budget, names, overrides=overrides, link=args.link,
+                               workers=1, progress=False, parallel=par)
     cols = {"label": "planner", "status": "status", "throughput_ratio": "ratio", "step_time_s": "step",
             "peak_bytes": "peak", "stall_s": "stall", "recompute_s": "recompute", "swapped_bytes": "swapped",
             "n_keep": "keep", "n_swap": "swap", "n_recompute": "recomp.", "gap_to_bound": "gap to bound",
             "solve_s": "solve"}
     from ..report import humanize  # lazy: start-up cost of the command line
 
+    where = f", {problem.regions_text}" if problem.regions is not None else ""
     print_table(console, _df_table(f"{args.model} on {args.hardware}, budget {args.budget} "
-                            f"({df['budget_bytes'].iloc[0] / 2**30:.2f} GiB)", humanize(df[list(cols)]).rename(columns=cols)))
+                            f"({df['budget_bytes'].iloc[0] / 2**30:.2f} GiB){where}",
+                            humanize(df[list(cols)]).rename(columns=cols)))
     _warn(console, dict.fromkeys(w for w in df["warning"] if w))
     return 0
 

@@ -278,7 +278,8 @@ def _plan_and_judge(row: RunRow, problem, planner: str, params: dict, bound) -> 
     row.throughput_ratio, row.fits = float(r.throughput_ratio), bool(r.fits)
     row.peak_bytes = r.peak_bytes if r.feasible else math.nan
     row.stall_s, row.recompute_s, row.swapped_bytes = float(r.stall_s), float(r.recompute_s), r.swapped_bytes
-    counts = plan.counts()
+    # under checkpointed regions: the decisions as they run (the simulation's counts)
+    counts = r.counts if getattr(problem, "regions", None) is not None else plan.counts()
     row.n_keep, row.n_swap, row.n_recompute = (counts[d.value] for d in (Decision.KEEP, Decision.SWAP,
                                                                            Decision.RECOMPUTE))
     if plan.info.lower_bound is not None:      # the planner's own certified bound (milp, brute)

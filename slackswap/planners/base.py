@@ -52,6 +52,10 @@ class Tags:
 class Planner(Protocol):
     name: str
     tags: Tags
+    #: (optional, class attribute) True when ``plan`` judges its candidates by the problem's own
+    #: ``simulate`` with checkpointed regions (``Problem.with_regions``) and never returns hold
+    #: points there; otherwise ``register`` plans such a problem by bisection on the budget
+    #: (``planners._regions``; docs/planners.md, "Planning for checkpointed regions")
 
     def plan(self, problem) -> Plan: ...
 
@@ -169,6 +173,11 @@ def _checked_plan(plan: Callable, name: str) -> Callable:
     @functools.wraps(plan)
     def wrapper(self, problem, *args, **kwargs):
         check_problem(problem, name)
+        if problem.regions is not None and not getattr(self, "plans_regions", False):
+            from ._regions import plan_for_regions  # a problem with checkpointed regions only
+
+            return plan_for_regions(lambda p: plan(self, p, *args, **kwargs), problem, name,
+                                    dict(getattr(self, "params", {}) or {}))
         return plan(self, problem, *args, **kwargs)
 
     return wrapper
@@ -269,6 +278,13 @@ class FunctionPlanner:
 
     def plan(self, problem) -> Plan:
         check_problem(problem, self.name)
+        if problem.regions is not None:
+            from ._regions import plan_for_regions  # a problem with checkpointed regions only
+
+            return plan_for_regions(self._plan, problem, self.name, self.params)
+        return self._plan(problem)
+
+    def _plan(self, problem) -> Plan:
         t0 = time.perf_counter()
         out = self.fn(problem, **self.params)
         if isinstance(out, Plan):

@@ -14,6 +14,10 @@ their production-order positions; an order ties with an earlier one of the same 
 faster by more than the tolerance): the oracle of ``milp``'s choice of the D2H order (docs/milp.md,
 "The D2H order"). It refuses problems with more than ``max_order_swaps`` swappable planning
 tensors.
+
+On a problem with checkpointed regions (``Problem.with_regions``) every assignment is judged by
+the region simulation (docs/timeline.md, "Checkpointed regions"): OPTIMAL is then the optimum
+over every assignment as that checkpointing runs it.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class BrutePlanner(Parameterised):
 
     name = "brute"
     tags = Tags(exact=True, supports_swap=True, supports_recompute=True, deterministic=True)
+    plans_regions = True   # every assignment judged by the problem's simulate (docs/planners.md)
 
     class Params(Schema):
         max_tensors: NonNegInt = Field(12, description="refuse problems with more planning tensors than this "
@@ -95,6 +100,8 @@ class BrutePlanner(Parameterised):
                         info=SolveInfo(Status.INFEASIBLE, wall_s=wall, model_size=size,
                                        message=f"no plan fits the budget ({n} plans simulated)"))
         what = "default issue points, every D2H order" if self.d2h_orders else "default issue points"
+        if problem.regions is not None:
+            what = f"judged under {problem.regions_text}"
         return Plan(dict(zip(ids, best, strict=False)), d2h_order=best_order, planner=self.name, params=self.params,
                     problem_key=problem.key,
                     info=SolveInfo(Status.OPTIMAL, objective=best_key[0], lower_bound=best_key[0], gap=0.0,

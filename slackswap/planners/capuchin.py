@@ -21,6 +21,11 @@ backward use: ``FT = sum(fwd_s[last_fwd+1:]) + sum(bwd_s[first_bwd+1:])``. Its s
    (``timeline.memory_bound``, on the forward steps first: the slack planner's
    ``ForwardBound``), and keep-all under a budget below its peak, are known not to fit without
    a simulation.
+
+On a problem with checkpointed regions (``Problem.with_regions``) nothing is copied out: each
+swap candidate of step 1 becomes a recompute candidate at its place (dropped if not
+recomputable), every prefix is judged by the region simulation (its memory bound is then the
+region schedule's exact memory; no forward-step bound), and keep-all is simulated too.
 """
 
 from __future__ import annotations
@@ -94,6 +99,7 @@ class Capuchin(Parameterised):
 
     name = "capuchin"
     tags = Tags(supports_swap=True, supports_recompute=True)
+    plans_regions = True   # every prefix judged by the problem's simulate (docs/planners.md)
 
     class Params(Schema):
         min_swap_bytes: NonNegInt = Field(0, description="tensors smaller than this many bytes are never swap "
@@ -102,6 +108,12 @@ class Capuchin(Parameterised):
     def plan(self, problem) -> Plan:
         t0 = time.perf_counter()
         order = eviction_order(problem, self.min_swap_bytes)
+        if problem.regions is not None:
+            # checkpointed regions copy nothing out (a SWAP is kept or recomputed there): each
+            # swap candidate is a recompute candidate at its place in the order, if recomputable
+            g = problem.graph
+            order = [(t, Decision.RECOMPUTE) for t, d in order
+                     if d is Decision.RECOMPUTE or g.tensors[t].recomputable]
         base = {t: Decision.KEEP for t in problem.planning_ids}
 
         def decisions(k: int) -> dict[int, Decision]:
@@ -113,7 +125,7 @@ class Capuchin(Parameterised):
         fwd = ForwardBound(problem)
 
         def fits(k: int) -> bool:
-            if k == 0 and problem.budget_bytes < problem.keep_all_peak:
+            if k == 0 and problem.budget_bytes < problem.keep_all_peak and problem.regions is None:
                 return False   # keep-all: its simulated peak is keep_all_peak
             d = decisions(k)
             if fwd.over(d):
@@ -142,5 +154,8 @@ class Capuchin(Parameterised):
                 else:
                     lo = mid
             k = hi
-        return make_plan(problem, decisions(k), self.name,
-                         self.params, t0, result=sims.get(k))
+        plan = make_plan(problem, decisions(k), self.name, self.params, t0, result=sims.get(k))
+        if problem.regions is not None:
+            msg = plan.info.message
+            plan = plan.with_info(message=problem.regions_text + (f": {msg}" if msg else ""))
+        return plan

@@ -55,9 +55,23 @@ class Problem:
     #: the parallel setting the graph was built under (``models.Parallel``; None: one GPU, also
     #: for the default setting, which builds the one-GPU problem)
     parallel: Any = field(default=None, kw_only=True, repr=False)
+    #: checkpointed regions the step runs under (op id -> region label; None: no checkpointing):
+    #: ``simulate`` judges every plan of this problem as selective activation checkpointing of
+    #: these regions runs it, and the planners plan for that (``with_regions``; docs/planners.md,
+    #: "Planning for checkpointed regions")
+    regions: Any = field(default=None, kw_only=True, repr=False)
+    #: what a SWAP inside a region becomes under ``regions``: "save" (kept) or "recompute"
+    region_swap: str = field(default="save", kw_only=True, repr=False)
 
     def __post_init__(self):
         self.costs.check(self.graph)
+        if self.regions is not None or self.region_swap != "save":
+            from .regions import check_regions  # the checkpointed-regions option only
+
+            if self.regions is None:
+                raise ParameterError("region_swap: only with regions (a SWAP inside a checkpointed region); "
+                                     f"got {self.region_swap!r} without regions")
+            check_regions(self.graph, self.regions, self.region_swap)
         for name in ("keep_all_peak", "min_feasible_bytes", "budget_base"):
             v = getattr(self, name)
             if v is None and name == "budget_base":
@@ -164,6 +178,47 @@ class Problem:
         return (f"stage {pipe.stage} of {pipe.stages} under 1F1B: {pipe.microbatches} micro-batches, "
                 f"up to {pipe.in_flight} in flight")
 
+    def with_regions(self, regions, swap: str = "save") -> Problem:
+        """The same problem run under selective activation checkpointing of ``regions``:
+        ``"layers"`` (one region per layer, ``timeline.regions.layer_regions``), a dict of op id ->
+        region label, or None (no checkpointing: the default rules). ``swap``: what a SWAP inside a
+        region becomes, ``"save"`` or ``"recompute"``. Every ``simulate`` of the new problem, and
+        so every planner, judges plans as that checkpointing runs them."""
+        from .regions import SWAP_AS, layer_regions  # the checkpointed-regions option only
+
+        if regions is None:
+            if swap != "save" and swap not in SWAP_AS:
+                raise ParameterError(f"swap: must be one of {', '.join(SWAP_AS)}; got {swap!r}")
+            return replace(self, regions=None, region_swap="save")
+        if isinstance(regions, str):
+            if regions != "layers":
+                raise ParameterError(f"regions: must be 'layers', a dict of op id -> region label or None; "
+                                     f"got {regions!r}")
+            regions = layer_regions(self.graph)
+            if not regions:
+                raise ParameterError(f"regions: 'layers': graph {self.graph.name!r} has no op with a layer "
+                                     "(Op.layer); give a dict of op id -> region label")
+        elif isinstance(regions, dict):
+            regions = dict(regions)
+        else:
+            raise ParameterError(f"regions: must be 'layers', a dict of op id -> region label or None; "
+                                 f"got {type(regions).__name__}")
+        if not isinstance(swap, str) or swap not in SWAP_AS:
+            raise ParameterError(f"swap: must be one of {', '.join(SWAP_AS)}; got {swap!r}")
+        return replace(self, regions=regions, region_swap=swap)
+
+    def without_regions(self) -> Problem:
+        """The same problem under the default rules (no checkpointed regions)."""
+        return self if self.regions is None else replace(self, regions=None, region_swap="save")
+
+    @property
+    def regions_text(self) -> str:
+        """``"N checkpointed regions, swap=save"``, or ``""`` without regions."""
+        if self.regions is None:
+            return ""
+        n = len(set(self.regions.values()))
+        return f"{n} checkpointed region{'s' if n != 1 else ''}, swap={self.region_swap}"
+
     # ---- derived views ----
     @cached_property
     def key(self) -> str:
@@ -230,7 +285,8 @@ class Problem:
                 "keep_all_peak_bytes": self.keep_all_peak, "min_feasible_bytes": self.min_feasible_bytes,
                 "budget_bytes": self.budget_bytes, "budget_fraction": self.budget_fraction,
                 "ideal_step_s": self.ideal_step_s, "static_bytes": self.static_bytes,
-                **({"parallel": self.parallel.describe()} if self.parallel is not None else {})}
+                **({"parallel": self.parallel.describe()} if self.parallel is not None else {}),
+                **({"regions": self.regions_text} if self.regions is not None else {})}
 
     def __str__(self) -> str:
         s = self.summary()
@@ -241,6 +297,8 @@ class Problem:
                 f"({s['budget_fraction']:.0%})\n"
                 f"  ideal step {format_seconds(s['ideal_step_s'])}, static memory {format_bytes(s['static_bytes'])}"
                 + (f"\n  parallel: {s['parallel']} ({self._parallel_text()})" if "parallel" in s else "")
+                + (f"\n  regions: {s['regions']} (plans judged as selective checkpointing runs them)"
+                   if "regions" in s else "")
                 + "".join(f"\n  WARNING: {w}" for w in self.memory_warnings))
 
 

@@ -7,13 +7,15 @@ the default producer-chain recompute, then times it with the same core.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..core.errors import ParameterError, PlanError
 from ..core.graph import Graph
 from ..core.plan import Decision
 from .schedule import Schedule, compile_schedule
 
-__all__ = ["SWAP_AS", "check_regions", "layer_regions", "region_decisions", "region_schedule",
-           "written_in_place"]
+__all__ = ["SWAP_AS", "check_regions", "layer_regions", "region_decisions", "region_memory",
+           "region_schedule", "written_in_place"]
 
 #: what a SWAP decision becomes inside a region (selective checkpointing cannot offload eagerly)
 SWAP_AS = ("save", "recompute")
@@ -112,3 +114,12 @@ def region_schedule(graph: Graph, decisions: dict, regions: dict, swap: str = "s
         raise PlanError("regions: a swap left in a checkpointed plan")
     sched: Schedule = compile_schedule(graph, eff, regions=regions, cached=cached)
     return planning, sched
+
+
+def region_memory(problem, decisions: dict):
+    """Bytes counted at every step when ``decisions`` run under the checkpointed regions of
+    ``problem`` (``Problem.with_regions``): under regions every decision runs as KEEP or
+    RECOMPUTE, no copy, so the simulator's accounted memory is the region schedule's static
+    memory, whole bytes, exact (``timeline.memory_bound`` returns this for such a problem)."""
+    _, sched = region_schedule(problem.graph, decisions, problem.regions, problem.region_swap)
+    return sched.static_memory().astype(np.float64)

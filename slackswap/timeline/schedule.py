@@ -83,7 +83,9 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision],
     selective activation checkpointing does (docs/timeline.md, "Checkpointed regions"): at the
     first backward stage of a region that unpacks something, the region's ops up to the last one
     that made a tensor the region's backward saves are re-run in forward order, except the
-    ``cached`` ops."""
+    ``cached`` ops. A kept tensor lives at least to its last forward use, and a region's input
+    (made outside it, kept) until the region's last backward step that unpacks something: the
+    checkpoint holds the inputs it replays from until then."""
     ops, tensors = graph.ops, graph.tensors
     n = len(ops)
     kinds: list[str] = [FWD] * n
@@ -173,6 +175,7 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision],
                 if p is not None and regions.get(p) == r:
                     replay_upto[r] = max(replay_upto.get(r, -1), p)
     replayed: set = set()
+    region_end: dict[object, int] = {}
     grad_from: dict[int, int] = {}
     for j in range(n - 1, -1, -1):
         cur_stage[0] = j
@@ -199,6 +202,8 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision],
                 intervals.append((grad_from[y], s, tensors[y].bytes, f"grad:{tensors[y].name}"))
         if op.workspace_bytes:
             intervals.append((s, s, op.workspace_bytes, f"ws:{op.name}"))
+        if r is not None and saves:
+            region_end[r] = s      # the region's last backward step that unpacks something
         resident.difference_update(transient)
         transient.clear()
     cur_stage[0] = -1
@@ -212,7 +217,12 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision],
         if t.producer is None:
             intervals.append((0, last_step, t.bytes, t.name))
         elif t.id in keep_from:
-            intervals.append((keep_from[t.id], max(u) if u else keep_from[t.id], t.bytes, t.name))
+            end = max(u) if u else keep_from[t.id]
+            if regions:   # a kept tensor no backward op reads: a region's input, held for its replay
+                end = max(end, last_fwd[t.id], *(region_end.get(regions.get(o), -1)
+                                                  for o in graph.consumers[t.id]
+                                                  if regions.get(o) not in (None, regions.get(t.producer))))
+            intervals.append((keep_from[t.id], end, t.bytes, t.name))
             spans.setdefault(t.id, []).append(intervals[-1][:2])
         elif t.id in swap_fwd:
             if u:

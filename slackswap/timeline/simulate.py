@@ -145,7 +145,15 @@ def memory_bound(problem, decisions) -> np.ndarray:
     issue stage can only extend (docs/timeline.md, "Memory and the budget"). A lower bound of the accounted
     memory at every step: over the budget anywhere, the simulator finds the plan infeasible.
     Computed on the compiled core's schedule, equal to summing ``compile_schedule``'s (whole
-    bytes, exact), without building a ``Schedule``."""
+    bytes, exact), without building a ``Schedule``.
+
+    On a problem with checkpointed regions (``Problem.with_regions``) the decisions run as
+    keep/recompute only (no copies), so the accounted memory is the region schedule's static
+    memory, exact: that is returned (``regions.region_memory``)."""
+    if getattr(problem, "regions", None) is not None:
+        from .regions import region_memory  # the checkpointed-regions option only
+
+        return region_memory(problem, decisions)
     _core = _compiled()
     ga = _core.graph_arrays(problem.graph)
     nt = len(ga.producer)
@@ -198,7 +206,7 @@ def _schedule(g, schedule: Schedule | None) -> Schedule | None:
 
 
 def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | None = None,
-             regions: dict | None = None, swap: str = "save") -> SimResult:
+             regions: dict | None = None, swap: str | None = None) -> SimResult:
     """Simulate one training step of ``problem`` under ``plan``.
 
     Returns a ``SimResult``; an impossible allocation is a result with ``feasible=False`` and a
@@ -210,14 +218,30 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
     ``regions`` (op id -> region label, e.g. ``timeline.regions.layer_regions(graph)``): judge the
     plan as selective activation checkpointing of those regions runs it (``slackswap.torch.policy``;
     docs/timeline.md, "Checkpointed regions"), a SWAP inside a region as ``swap`` says
-    (``"save"`` or ``"recompute"``); the result's counts are the decisions as they run.
+    (``"save"`` or ``"recompute"``); the result's counts are the decisions as they run. A problem
+    made with ``Problem.with_regions`` gives both (``regions`` and ``swap`` given here win).
     """
+    if regions is None:
+        regions = getattr(problem, "regions", None)
+        if swap is None and regions is not None:
+            swap = problem.region_swap
     pipe = pipeline_of(problem)
     if pipe is not None:
         return _simulate_pipeline(problem, plan, detail, schedule, regions, pipe)
     if regions is not None:
-        return _simulate_regions(problem, plan, detail, schedule, regions, swap)
-    validate(problem, plan)
+        return _simulate_regions(problem, plan, detail, schedule, regions, "save" if swap is None else swap)
+    if swap is not None:
+        from .regions import check_regions  # the checkpointed-regions option only
+
+        check_regions(problem.graph, {}, swap)   # a bad value is an error even without regions
+    return _simulate(problem, plan, detail, schedule)
+
+
+def _simulate(problem, plan: Plan, detail: bool, schedule: Schedule | None, check: bool = True) -> SimResult:
+    """``simulate`` under the default rules, or of the region schedule ``schedule`` (``check``
+    False: the decisions as the regions run them, derived from a plan validated already)."""
+    if check:
+        validate(problem, plan)
     run = _Run(problem, plan, _schedule(problem.graph, schedule))
     run.raise_bad_issue_point()
     g, budget = run.g, float(problem.budget_bytes)
@@ -302,8 +326,9 @@ def _simulate_regions(problem, plan, detail, schedule, regions, swap) -> SimResu
         raise PlanError("plan.hold_points: not with regions=...; a checkpointed region is replayed "
                         "once, at its first backward use")
     planning, sched = region_schedule(problem.graph, plan.decisions, regions, swap)
-    return simulate(problem, Plan(planning, problem_key=plan.problem_key), detail=detail,
-                    schedule=sched)
+    # not validated again: a SWAP run as RECOMPUTE (swap="recompute") or a tensor written in
+    # place is recomputed by the policy even where the graph calls it not recomputable
+    return _simulate(problem, Plan(planning, problem_key=plan.problem_key), detail, sched, check=False)
 
 
 def keep_all_peak_of(graph, costs, pipeline=None) -> int:

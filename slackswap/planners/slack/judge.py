@@ -175,6 +175,10 @@ class Judge:
         self.tol, self.ideal = time_tolerance(problem.costs), problem.ideal_step_s
         self.pipe = pipeline_of(problem)
         self._paths: list | None = None     # a pipeline stage's (j, C_j), at the first compute_bound
+        #: under checkpointed regions a replay re-runs what the plan's own recomputes do not,
+        #: and some of those run as KEEP: no compute bound, no memory prefilter (the region
+        #: simulation is the judge; its memory is exact, ``memory_bound``, but costs as much)
+        self._regions = getattr(problem, "regions", None) is not None
 
     def compute_bound(self, decisions: dict) -> float:
         """A lower bound of the simulated step time: the compute stream runs every step one
@@ -188,6 +192,8 @@ class Judge:
         stage's passes holding ``j`` backward passes, each ``rho``, the re-run seconds, longer),
         at least the ideal step and the compute stream's work ``m (F + B + rho) + optimizer``,
         less ``2 m`` times ``tol``."""
+        if self._regions:
+            return -math.inf
         rec = {t for t, d in decisions.items() if d is Decision.RECOMPUTE}
         ops = rerun_union(self.problem.graph, rec, rec, self._pset)
         fwd = self.problem.costs.fwd_s
@@ -222,6 +228,7 @@ class Judge:
         key = self._key(decisions, issue)
         if key in self.cache:
             return self.cache[key]
+        prefilter = prefilter and not self._regions
         if prefilter and self._fwd is None:
             self._fwd = ForwardBound(self.problem)
         if prefilter and (self._fwd.over(decisions)
@@ -241,10 +248,15 @@ class ForwardBound:
     planning tensor's decision only sets how long it stays: KEEP past the forward pass, SWAP and
     RECOMPUTE (or no decision) until its last forward use, so the bound at forward step ``i`` is
     keep-all's less the bytes of every evicted tensor last used before ``i`` (whole bytes: exact).
-    ``over(decisions)``: this bound, hence ``memory_bound``, exceeds the budget."""
+    ``over(decisions)``: this bound, hence ``memory_bound``, exceeds the budget. On a problem
+    with checkpointed regions (``Problem.with_regions``) there is no such bound (a KEEP can run
+    as RECOMPUTE there): ``over`` is always False."""
 
     def __init__(self, problem):
         g = problem.graph
+        self.off = getattr(problem, "regions", None) is not None
+        if self.off:
+            return
         self.n, self.budget = len(g.ops), problem.budget_bytes
         self.planning = list(problem.planning_ids)
         keep = dict.fromkeys(self.planning, Decision.KEEP)
@@ -253,6 +265,8 @@ class ForwardBound:
         self.bytes = np.array([g.tensors[t].bytes for t in self.planning], float)
 
     def over(self, decisions: dict) -> bool:
+        if self.off:
+            return False
         gone = np.fromiter((decisions.get(t) is not Decision.KEEP for t in self.planning), bool, len(self.planning))
         drop = np.bincount(self.after[gone], self.bytes[gone], self.n + 1)
         return bool(self.n and (self.base - np.cumsum(drop)[:-1]).max() > self.budget + 1e-9)

@@ -29,6 +29,7 @@ import numpy as np
 from ...core.errors import SlackSwapError
 from ...core.plan import Decision
 from ...timeline import compile_schedule
+from ...timeline.regions import region_schedule
 from ...timeline.simulate import memory_bound
 from ..base import get
 from .judge import issue_points
@@ -104,7 +105,11 @@ def over_budget(problem, dec: dict, sched=None) -> set[int]:
     the bound fits everywhere (then the plan fails on copy timing, not on residency). ``sched``:
     the compiled schedule of ``dec`` when the caller has it."""
 
-    lb = memory_bound(problem, dec)
+    if getattr(problem, "regions", None) is not None:   # the decisions as they run, no copies
+        dec, sched = region_schedule(problem.graph, dec, problem.regions, problem.region_swap)
+        lb = sched.static_memory()
+    else:
+        lb = memory_bound(problem, dec)
     sizes = problem.graph.tensors
     over = lb > problem.budget_bytes + 1e-9
     if not over.any():

@@ -75,6 +75,7 @@ from ...timeline import simulate
 from ...timeline.pipeline import pipeline_of
 from ...timeline.problem import with_transfer_margin
 from ...timeline.simulate import time_tolerance
+from .._regions import FLIPS, keep_back
 from ..base import Parameterised, Tags, make_plan, register
 from ..dp import multilevel_plan
 from .judge import Fifo, Judge, issue_points, recompute_fit, rerun_closure, rerun_union
@@ -103,6 +104,7 @@ class SlackPlanner(Parameterised):
 
     name = "slack"
     tags = Tags(exact=False, supports_swap=True, supports_recompute=True)
+    plans_regions = True   # judges every candidate by the problem's simulate (docs/planners.md)
 
     class Params(Schema):
         order: Literal[ORDERS] = Field("rebuild_per_byte", description=(
@@ -129,15 +131,38 @@ class SlackPlanner(Parameterised):
 
     # ------------------------------------------------------------------ plan
     def plan(self, problem):
+        if problem.regions is not None:
+            return self._plan_regions(problem)
+        return self._plan(problem, self.params)
+
+    def _plan_regions(self, problem):
+        """Under checkpointed regions (``Problem.with_regions``) nothing is copied out: a SWAP
+        runs as KEEP or RECOMPUTE. In hybrid mode the greedy then plans keep/recompute only
+        (``mode="recompute_only"``); the plan this planner makes under the default rules is a
+        candidate too, judged as it runs there, so the result is never slower than that plan
+        when it fits. Every candidate and move is judged by the region simulation, and after
+        the local search recomputed tensors are kept back while faster (``keep_back``, from the
+        winner and the other fitting candidates); no hold points (a region is replayed once), no
+        D2H order."""
         t0 = time.perf_counter()
+        default = self._plan(problem.without_regions(), self.params)
+        dec = {t: default.decisions.get(t, K) for t in problem.planning_ids}
+        inner = self if self.mode != "hybrid" else SlackPlanner(**{**self.params, "mode": "recompute_only"})
+        plan = inner._plan(problem, self.params, extra=[dec])
+        return plan.with_info(wall_s=time.perf_counter() - t0,
+                              message=f"{problem.regions_text}: {plan.info.message}")
+
+    def _plan(self, problem, params, extra=()):
+        t0 = time.perf_counter()
+        regions = problem.regions is not None
         nominal = problem
         if self.margin:
             problem = with_transfer_margin(problem, self.margin)   # plan against slower copies
         prof = _Profile(problem)
         judge = Judge(problem, self.max_sims)
-        if problem.budget_bytes >= problem.keep_all_peak:
+        if problem.budget_bytes >= problem.keep_all_peak and not regions:
             dec = dict.fromkeys(problem.planning_ids, K)
-            return make_plan(nominal, dec, self.name, self.params, t0)
+            return make_plan(nominal, dec, self.name, params, t0)
         cands = [self._greedy(prof, 1.0, self.order)]
         if self.pack and self.order != "size" and self.mode != "recompute_only":
             cands.append(self._greedy(prof, 1.0, "size"))   # packing by size (see module doc)
@@ -164,8 +189,9 @@ class SlackPlanner(Parameterised):
 
         def baselines(costly):
             out = []
-            for d, plan in baseline_plans(problem, self.mode, costly):
-                if (self.prefetch == "auto" and plan.problem_key == problem.key and not plan.issue_points
+            # under regions: planned under the default rules, judged here as they run
+            for d, plan in baseline_plans(problem.without_regions(), self.mode, costly):
+                if (not regions and self.prefetch == "auto" and plan.problem_key == problem.key and not plan.issue_points
                         and not plan.hold_points and plan.d2h_order is None and plan.decisions == d
                         and plan.info.status in (Status.FEASIBLE, Status.INFEASIBLE)):
                     # judged by the simulator in the baseline's make_plan: not simulated again
@@ -174,6 +200,7 @@ class SlackPlanner(Parameterised):
             return out
 
         judge_all(cands, fitted, seen, fit)
+        judge_all(extra, fitted, seen, as_is)
         judge_all(baselines(small), fitted, seen, as_is)
         if not small and not any(math.isfinite(s) for s, _, _ in fitted):   # the costly ones
             judge_all(baselines(None), fitted, seen, as_is)
@@ -189,10 +216,23 @@ class SlackPlanner(Parameterised):
                                  passes=len(prof.planning) if small else 2)
                 if s < best_s - tol:
                     best, best_s = dec, s
-        if not math.isfinite(best_s) and self.mode != "swap_only":
+        if regions and math.isfinite(best_s):
+            # tensors kept back by region simulation (``keep_back``), from the winner and every
+            # fitting candidate (above SMALL planning tensors: the next two), within the judge's
+            # simulations
+            def sim(d):
+                return judge.score(d, issue_points(problem, d, self.prefetch))[1]
+
+            for s0, _, start in [(best_s, 0, best)] + [x for x in (fitted if small else fitted[:3]) if x[2] != best]:
+                if not math.isfinite(s0) or judge.left <= 0:
+                    continue
+                dec, s, _ = keep_back(problem, start, s0, sim, limit=min(FLIPS, judge.left))
+                if s < best_s - tol:
+                    best, best_s = dec, s
+        if not math.isfinite(best_s) and self.mode != "swap_only" and not regions:
             ml = multilevel_plan(problem)
             if ml is not None:   # no single-level plan found fits: dp-checkpoint's multi-level one
-                return make_plan(nominal, dict(ml.decisions), self.name, self.params, t0,
+                return make_plan(nominal, dict(ml.decisions), self.name, params, t0,
                                  hold_points=ml.hold_points, message=f"{judge.calls} simulations; "
                                  "no single-level plan found fits: dp-checkpoint's multi-level plan")
         ip = issue_points(problem, best, self.prefetch)
@@ -200,9 +240,9 @@ class SlackPlanner(Parameterised):
         known = judge.result(best, ip) if nominal is problem else None
         message = f"{judge.calls} simulations, {judge.pruned} pruned"
         order = None
-        if self.reorder and math.isfinite(best_s):
+        if self.reorder and math.isfinite(best_s) and not regions:   # under regions: no copies
             order, known, message = self._reorder(nominal, problem, best, ip, known, message)
-        return make_plan(nominal, best, self.name, self.params, t0, issue_points=ip, result=known,
+        return make_plan(nominal, best, self.name, params, t0, issue_points=ip, result=known,
                          message=message, d2h_order=order)
 
     @staticmethod
