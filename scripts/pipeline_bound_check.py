@@ -24,6 +24,7 @@ from dataclasses import replace
 
 from slackswap import planners
 from slackswap.bounds import lower_bound
+from slackswap.cli.common import positive_int as _positive
 from slackswap.core import hardware as hw_mod
 from slackswap.core.costs import CostModel
 from slackswap.core.plan import Status
@@ -32,16 +33,6 @@ from slackswap.models import Parallel
 from slackswap.timeline.problem import Problem
 
 SCALES = (0.3, 0.7, 1.5, 3.0, 6.0, 10.0)
-
-
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a whole number >= 1; got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"a whole number >= 1; got {text!r}")
-    return v
 
 
 def _planner_names(text: str) -> list[str]:

@@ -27,11 +27,11 @@ from .common import (
     _parallel,
     _parallel_arg,
     _param,
-    _positive_int,
     _problem,
     _problem_args,
     _table,
     _time_limit_value,
+    positive_int,
     prepare_output,
     print_table,
 )
@@ -113,8 +113,8 @@ def _planners(args, console) -> int:
 
 def _graph_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="a model preset (see `slackswap models`) or an HF config.json path")
-    p.add_argument("--seq", type=_positive_int, help="sequence length (default: the preset's)")
-    p.add_argument("--batch", type=_positive_int, help="micro-batch size (default: the preset's)")
+    p.add_argument("--seq", type=positive_int, help="sequence length (default: the preset's)")
+    p.add_argument("--batch", type=positive_int, help="micro-batch size (default: the preset's)")
     p.add_argument("--attention", choices=("flash", "eager"), help="attention implementation")
     p.add_argument("--implementation", choices=("fused", "hf"),
                    help="what the backward keeps: fused kernels or HuggingFace transformers (docs/models.md)")
@@ -311,12 +311,12 @@ def _compare(args, console) -> int:
 def _sweep_args(p):
     p.add_argument("config", help="a sweep file (data/sweeps/*.toml)")
     p.add_argument("--out", help="write every run as CSV")
-    p.add_argument("--workers", type=_positive_int, help="processes (default: the file's, else 2)")
+    p.add_argument("--workers", type=positive_int, help="processes (default: the file's, else 2)")
     p.add_argument("--cache", help="cache directory: finished runs are reused by a resumed sweep "
                                    "(after Ctrl-C, run the same command again)")
     from ..experiments import MAX_RUNS  # lazy: start-up cost of the command line
 
-    p.add_argument("--max-runs", type=_positive_int, default=MAX_RUNS,
+    p.add_argument("--max-runs", type=positive_int, default=MAX_RUNS,
                    help=f"refuse a sweep of more runs than this before it starts (default {MAX_RUNS:,})")
 
 
@@ -383,7 +383,7 @@ def _reproduce_args(p):
     p.add_argument("--exact", action="store_true", help="add the milp planner: exact on small problems, a proven gap on full-size ones "
                         "(a fixed number of solver nodes: the same result on any machine)")
     p.add_argument("--time-limit", type=_time_limit_value, default=120.0, help="MILP time limit per problem, seconds")
-    p.add_argument("--workers", type=_positive_int, default=2, help="processes (default 2)")
+    p.add_argument("--workers", type=positive_int, default=2, help="processes (default 2)")
     p.add_argument("--out", help="directory for runs.csv, published.csv/.md, gaps.csv/.md")
     p.add_argument("--assumptions", help="a named assumption set (data/assumptions/<name>.toml) or a TOML file: "
                                          "the published table also under it, with an ablation over its "

@@ -71,7 +71,7 @@ REPRODUCE_PLANNERS = ("slack", "capuchin", "dp-checkpoint", "chen-greedy", "chen
                       "swap-all")
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
@@ -85,7 +85,7 @@ def _positive_int(text: str) -> int:
 def _max_ops_arg(p) -> None:
     from ..models.transformer import MAX_OPS  # lazy: start-up cost of the command line
 
-    p.add_argument("--max-ops", type=_positive_int, default=MAX_OPS,
+    p.add_argument("--max-ops", type=positive_int, default=MAX_OPS,
                    help=f"refuse a model whose graph has more ops than this, before building it (default {MAX_OPS:,})")
 
 
@@ -148,8 +148,8 @@ def _problem_args(p: argparse.ArgumentParser, model_required: bool = True) -> No
                         "commas (gpus_per_node, gpus_per_switch, switch_bandwidth, host_memory_bandwidth, "
                         "pinned_capacity, copying_gpus), e.g. gpus_per_switch=2; or 'none': the GPU alone "
                         "on its link (docs/hardware.md)")
-    p.add_argument("--seq", type=_positive_int, help="sequence length override")
-    p.add_argument("--batch", type=_positive_int, help="micro-batch size override")
+    p.add_argument("--seq", type=positive_int, help="sequence length override")
+    p.add_argument("--batch", type=positive_int, help="micro-batch size override")
     p.add_argument("--attention", choices=("flash", "eager"), help="attention implementation override")
     p.add_argument("--implementation", choices=("fused", "hf"),
                    help="saved-tensor accounting override: fused kernels or HuggingFace transformers")
