@@ -31,7 +31,7 @@ during one profiled step above those allocated before it; parameter gradients ar
 before the step in both), for ``slack apply`` also the saved-activation peak counted by the
 executor's hooks (docs/executor.md, "The saved-activation accounting") and its simulated value,
 the simulator's step time and peak for both slack rows (``policy`` simulated with one region per
-layer, docs/timeline.md, "Checkpointed regions"), and the largest absolute difference of a
+layer, docs/regions.md, "Checkpointed regions"), and the largest absolute difference of a
 parameter gradient from the plain step's.
 """
 

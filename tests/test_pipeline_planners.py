@@ -1,5 +1,5 @@
-"""Planners and the certified bound on one pipeline stage under 1F1B (docs/planners.md, "Planning
-a pipeline stage"; docs/milp.md, "Pipeline stages: the bound").
+"""Planners and the certified bound on one pipeline stage under 1F1B (docs/pipeline.md, "Planning
+a pipeline stage"; docs/pipeline.md, "Pipeline stages: the bound").
 
 Tiny problems: random 4-op graphs of ``experiments.synthetic`` with unit costs, pp = 2, stage 0
 and 1, 2 to 4 micro-batches; brute force (every shared plan, at most 81) is the oracle."""

@@ -1,4 +1,4 @@
-"""One pipeline stage's step under 1F1B (docs/timeline.md, "Pipeline stages (1F1B)"), by hand.
+"""One pipeline stage's step under 1F1B (docs/pipeline.md, "Pipeline stages (1F1B)"), by hand.
 
 The hand-made case: ``chain(2, sizes=[1, 1], input_bytes=1)`` (a0 -> op0 -> a1 -> op1 -> a2; op0
 saves the step input a0, op1 saves a1), unit costs (every op 1 s forward and 1 s backward, a copy

@@ -1,6 +1,6 @@
-"""Planning for checkpointed regions (docs/planners.md, "Planning for checkpointed regions"): a
+"""Planning for checkpointed regions (docs/regions.md, "Planning for checkpointed regions"): a
 problem made with ``Problem.with_regions`` is judged, and planned, as selective activation
-checkpointing of its regions runs a plan (docs/timeline.md, "Checkpointed regions")."""
+checkpointing of its regions runs a plan (docs/regions.md, "Checkpointed regions")."""
 
 import math
 import random
@@ -248,7 +248,7 @@ def test_cli_bad_regions_are_one_line(argv, text, capsys):
 
 @pytest.mark.parametrize("swap", ["save", "recompute"])
 def test_a_region_run_is_no_faster_than_the_schedule_of_its_decisions_as_they_run(swap):
-    """docs/milp.md, "Checkpointed regions": a region run re-runs every op that producer-chain
+    """docs/regions.md, "What is proven": a region run re-runs every op that producer-chain
     recompute of its decisions as they run (``region_decisions``, non-planning tensors included)
     re-runs, so it is no faster than that schedule (proven there; checked here on random DAGs,
     random regions and random plans)."""
@@ -295,8 +295,8 @@ def test_a_region_input_no_backward_op_reads_is_held_while_its_region_needs_it()
 
 
 def test_the_milp_bound_does_not_hold_for_region_plans():
-    """Why no bound of the default rules is reported for region plans (docs/milp.md,
-    "Checkpointed regions"). A random DAG of six ops (``mixed_dag(509)``, workspaces set), regions
+    """Why no bound of the default rules is reported for region plans (docs/regions.md,
+    "What is proven"). A random DAG of six ops (``mixed_dag(509)``, workspaces set), regions
     ops 0-1 and 2-3, 23 bytes. t2, made by op1 and read by op2, is saved by no op: no plan of the
     default rules can keep it, so rebuilding t3 (op2) re-runs op1 and op0 too. Checkpointed,
     t2 is region 1's input, which the checkpoint holds for the replay: region 1 re-runs op2
@@ -408,7 +408,7 @@ def test_a_function_planner_plans_for_regions_too():
 
 
 def test_bounds_under_regions_are_the_ideal_step_only():
-    """docs/milp.md, "Checkpointed regions": no bound beyond the ideal step is proven there."""
+    """docs/regions.md, "What is proven": no bound beyond the ideal step is proven there."""
     from slackswap import bounds
 
     p = _tiny(0.7)

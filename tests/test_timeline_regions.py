@@ -1,5 +1,5 @@
 """``simulate(problem, plan, regions=...)``: a plan judged as selective activation checkpointing
-of those regions runs it (docs/timeline.md, "Checkpointed regions")."""
+of those regions runs it (docs/regions.md, "Checkpointed regions")."""
 
 import numpy as np
 import pytest

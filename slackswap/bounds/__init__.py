@@ -70,7 +70,7 @@ def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[fl
     PCIe-capacity bound. ``integral_time_limit_s`` (opt-in, slower): also the dual bound of the
     aggregated relaxation with integral decisions, after at most that many seconds. On a problem
     with checkpointed regions (``Problem.with_regions``): the ideal step only, the one bound
-    proven there (docs/milp.md, "Checkpointed regions").
+    proven there (docs/regions.md, "What is proven").
 
     On a pipeline stage (``timeline.pipeline.pipeline_of``) the bound is ``pipeline_bound``'s
     (``bounds/pipeline.py``) and ``integral_time_limit_s`` is not used.
@@ -98,7 +98,7 @@ def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[fl
 
 def _no_regions(problem, who: str) -> None:
     """Refuse a problem with checkpointed regions: the bound's argument is about the default rules
-    (docs/milp.md, "Checkpointed regions")."""
+    (docs/regions.md, "What is proven")."""
     if getattr(problem, "regions", None) is not None:
         raise ParameterError(f"{who}(problem): not proven for a problem with checkpointed regions "
                              "(lower_bound gives the ideal step for it); problem.without_regions() is "

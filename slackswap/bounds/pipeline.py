@@ -1,8 +1,8 @@
-"""A certified lower bound on the step time of one pipeline stage under 1F1B (docs/milp.md,
+"""A certified lower bound on the step time of one pipeline stage under 1F1B (docs/pipeline.md,
 "Pipeline stages: the bound").
 
 A plan of a pipelined problem is SHARED: one decision per planning tensor of the one-micro-batch
-stage graph, applied to each of the ``m`` micro-batches (docs/timeline.md, "Pipeline stages
+stage graph, applied to each of the ``m`` micro-batches (docs/pipeline.md, "Pipeline stages
 (1F1B)"). ``pipeline_bound(problem)`` bounds ``simulate(problem, plan).step_time_s`` from
 below for every such plan (any issue points, D2H order and hold points) by the larger of:
 
@@ -206,7 +206,7 @@ def path_constants(costs, pipe) -> list[float]:
     """``C_j`` (seconds), j = 0 .. m: the longest path through the stage's passes in 1F1B order
     whose backward passes are ``j`` of the path's pass durations, with every forward pass lasting
     ``F = sum fwd_s``, every backward pass ``B = sum bwd_s``, the optimizer at the end, and the
-    arrivals of docs/timeline.md, "Pipeline stages (1F1B)": forward ``k`` of a stage ``s > 0``
+    arrivals of docs/pipeline.md, "Pipeline stages (1F1B)": forward ``k`` of a stage ``s > 0``
     no earlier than its input's ideal arrival (a constant), backward ``k`` of a stage below the
     last no earlier than the end of our forward ``k`` plus the ideal round trip ``R(k)``;
     ``-inf`` where no path has ``j``. Every plan's step is at least ``C_j + j * rho`` for every
@@ -387,7 +387,7 @@ def keep_rows(problem) -> list[tuple[dict[int, float], float]]:
     ``[({tensor id: bytes}, rhs)]``, each meaning ``sum_t bytes_t * keep_t <= rhs`` (bytes): one
     per forward step and per backward op. Every shared plan that fits the pipelined ``problem``
     satisfies them (the module docstring's memory rows, with ``keep_t`` 1 for KEEP), so the
-    ``milp`` planner adds them to the one-micro-batch exact model of a pipeline stage (docs/milp.md,
+    ``milp`` planner adds them to the one-micro-batch exact model of a pipeline stage (docs/pipeline.md,
     "Pipeline stages"). Dense: for the exact model's sizes."""
     check_type(problem, Problem, "keep_rows(problem)", "a Problem", ParameterError)
     pipe = pipeline_of(problem)

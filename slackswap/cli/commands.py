@@ -202,7 +202,7 @@ def _show_and_save(args, console, problem, plan) -> int:
 def _regions_args(p):
     p.add_argument("--regions", choices=("layers",),
                    help="judge and plan as selective activation checkpointing runs the plan, one "
-                        "checkpointed region per layer (docs/planners.md, \"Planning for checkpointed regions\")")
+                        "checkpointed region per layer (docs/regions.md, \"Planning for checkpointed regions\")")
     p.add_argument("--region-swap", choices=("save", "recompute"),
                    help="with --regions: what a SWAP inside a region becomes (default save)")
 

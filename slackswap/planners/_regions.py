@@ -1,8 +1,8 @@
 """Planning for checkpointed regions with a planner that plans by its own model
-(docs/planners.md, "Planning for checkpointed regions").
+(docs/regions.md, "Planning for checkpointed regions").
 
 A problem made with ``Problem.with_regions`` is judged as selective activation checkpointing of its
-regions runs a plan (docs/timeline.md, "Checkpointed regions"). The planners that search with the
+regions runs a plan (docs/regions.md, "Checkpointed regions"). The planners that search with the
 simulator (``slack``, ``brute``, ``capuchin``) judge their candidates that way themselves
 (``plans_regions = True``). Every other planner plans by its own model of the default rules
 (``dp-checkpoint``, ``chen-*``, the MILP's exact model, the baselines): ``plan_for_regions`` runs
@@ -14,7 +14,7 @@ tensors back to KEEP while the region simulation says that is faster and still f
 (``FLIPS`` simulations at most). The plan's status, objective and peak are its region simulation;
 a plan with hold points is judged without them (a checkpointed region is replayed once, so hold
 points cannot run), and a plan that swaps is judged with its swaps recomputed too (a SWAP
-frees nothing in a region that saves it); no lower bound or gap is reported (docs/milp.md, "Checkpointed regions").
+frees nothing in a region that saves it); no lower bound or gap is reported (docs/regions.md, "What is proven").
 """
 
 from __future__ import annotations

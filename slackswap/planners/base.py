@@ -55,7 +55,7 @@ class Planner(Protocol):
     #: (optional, class attribute) True when ``plan`` judges its candidates by the problem's own
     #: ``simulate`` with checkpointed regions (``Problem.with_regions``) and never returns hold
     #: points there; otherwise ``register`` plans such a problem by bisection on the budget
-    #: (``planners._regions``; docs/planners.md, "Planning for checkpointed regions")
+    #: (``planners._regions``; docs/regions.md, "Planning for checkpointed regions")
 
     def plan(self, problem) -> Plan: ...
 

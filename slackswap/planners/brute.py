@@ -16,7 +16,7 @@ faster by more than the tolerance): the oracle of ``milp``'s choice of the D2H o
 tensors.
 
 On a problem with checkpointed regions (``Problem.with_regions``) every assignment is judged by
-the region simulation (docs/timeline.md, "Checkpointed regions"): OPTIMAL is then the optimum
+the region simulation (docs/regions.md, "Checkpointed regions"): OPTIMAL is then the optimum
 over every assignment as that checkpointing runs it.
 """
 

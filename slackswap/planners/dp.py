@@ -256,7 +256,7 @@ class DPCheckpoint(Parameterised):
         return make_plan(problem, dec, self.name, params, t0)
 
     def _pipeline_fit(self, problem, m: _Model) -> dict | None:
-        """A pipeline stage (docs/planners.md, "Planning a pipeline stage"): the DP's memory model
+        """A pipeline stage (docs/pipeline.md, "Planning a pipeline stage"): the DP's memory model
         is one micro-batch's, while up to ``q + 1`` micro-batches hold their stored tensors at
         once (``q``: the most other micro-batches in flight at a backward pass). So the DP is
         solved with a cap ``S`` on the stored bytes and the one-micro-batch limit

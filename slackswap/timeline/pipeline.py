@@ -1,4 +1,4 @@
-"""One pipeline stage's training step under the 1F1B schedule (docs/timeline.md, "Pipeline stages
+"""One pipeline stage's training step under the 1F1B schedule (docs/pipeline.md, "Pipeline stages
 (1F1B)").
 
 With p stages, m micro-batches and the planned stage s, the stage runs ``min(p - s - 1, m)``

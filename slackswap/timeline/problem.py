@@ -144,7 +144,7 @@ class Problem:
         smallest feasible budget (``min_feasible_bytes`` overrides it: 0 lets any budget
         through, for experiments below the floor). ``parallel`` (a ``Parallel`` or a dict of its
         keys): ``graph`` is one micro-batch of a pipeline stage (``pp``, ``stage``,
-        ``microbatches``), simulated under 1F1B (docs/timeline.md, "Pipeline stages (1F1B)");
+        ``microbatches``), simulated under 1F1B (docs/pipeline.md, "Pipeline stages (1F1B)");
         with pp > 1, ``hardware`` must give ``gpu.p2p_bandwidth`` (the send time of the stage's
         step inputs, the received activation, at that rate)."""
         costs.check(graph)

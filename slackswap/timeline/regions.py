@@ -1,5 +1,5 @@
 """Checkpointed regions: a plan judged as selective activation checkpointing runs it
-(docs/timeline.md, "Checkpointed regions"; ``slackswap.torch.policy``).
+(docs/regions.md, "Checkpointed regions"; ``slackswap.torch.policy``).
 
 ``simulate(problem, plan, regions=...)`` compiles the schedule with ``region_schedule`` instead of
 the default producer-chain recompute, then times it with the same core.

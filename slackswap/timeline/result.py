@@ -49,7 +49,7 @@ class SimResult:
     memory_times: np.ndarray = field(default_factory=lambda: np.zeros(0))
     memory_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
     reason: str = ""
-    #: a pipeline stage's step (docs/timeline.md, "Pipeline stages (1F1B)"): its micro-batches,
+    #: a pipeline stage's step (docs/pipeline.md, "Pipeline stages (1F1B)"): its micro-batches,
     #: the most of them in flight at once, and the time the stage waited for the other stages
     microbatches: int = 1
     in_flight: int = 1

@@ -80,7 +80,7 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision],
     is freed after its last read in its stage: multi-level recompute, docs/timeline.md 3).
 
     ``regions`` (op id -> region label; ``region_schedule`` builds the arguments): replay as
-    selective activation checkpointing does (docs/timeline.md, "Checkpointed regions"): at the
+    selective activation checkpointing does (docs/regions.md, "Checkpointed regions"): at the
     first backward stage of a region that unpacks something, the region's ops up to the last one
     that made a tensor the region's backward saves are re-run in forward order, except the
     ``cached`` ops. A kept tensor lives at least to its last forward use, and a region's input

@@ -217,7 +217,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
     it is trusted to be that one (only its number of forward steps is checked: ``PlanError``).
     ``regions`` (op id -> region label, e.g. ``timeline.regions.layer_regions(graph)``): judge the
     plan as selective activation checkpointing of those regions runs it (``slackswap.torch.policy``;
-    docs/timeline.md, "Checkpointed regions"), a SWAP inside a region as ``swap`` says
+    docs/regions.md, "Checkpointed regions"), a SWAP inside a region as ``swap`` says
     (``"save"`` or ``"recompute"``); the result's counts are the decisions as they run. A problem
     made with ``Problem.with_regions`` gives both (``regions`` and ``swap`` given here win).
     """
@@ -273,7 +273,7 @@ def _simulate(problem, plan: Plan, detail: bool, schedule: Schedule | None, chec
 
 
 def _simulate_pipeline(problem, plan, detail, schedule, regions, pipe) -> SimResult:
-    """One pipeline stage's step under 1F1B (``pipeline.py``; docs/timeline.md, "Pipeline stages
+    """One pipeline stage's step under 1F1B (``pipeline.py``; docs/pipeline.md, "Pipeline stages
     (1F1B)")."""
     if regions is not None:
         raise PlanError(f"regions=...: not with a pipeline stage ({_pipe_text(pipe)}) yet; simulate "

@@ -1,8 +1,8 @@
-"""The ``milp`` planner on a pipeline stage (docs/milp.md, "Pipeline stages").
+"""The ``milp`` planner on a pipeline stage (docs/pipeline.md, "Pipeline stages").
 
 The exact model describes one micro-batch's timeline; a pipeline stage runs ``m`` micro-batches
 under 1F1B with up to ``in_flight`` of them holding their activations at once, one shared
-decision per tensor (docs/timeline.md, "Pipeline stages (1F1B)"). The planner therefore:
+decision per tensor (docs/pipeline.md, "Pipeline stages (1F1B)"). The planner therefore:
 
 1. takes its warm start as on one GPU (keep-all, recompute-all and the registered heuristics,
    each judged by the pipeline's simulation);
