@@ -420,3 +420,11 @@ def test_bounds_under_regions_are_the_ideal_step_only():
         assert str(e.value) == (f"{f.__name__}(problem): not proven for a problem with checkpointed regions "
                                 "(lower_bound gives the ideal step for it); problem.without_regions() is the "
                                 "problem under the default rules")
+
+
+def test_regions_are_refused_on_a_pipeline_stage():
+    """A pipeline stage's timeline has no region semantics yet: one line, up front."""
+    p = Problem.build("tiny", "a100-80gb", budget=0.7, parallel={"pp": 2})
+    with pytest.raises(ParameterError, match="regions: not with a pipeline stage .stage 0 of 2"):
+        p.with_regions("layers")
+    assert p.with_regions(None).regions is None
