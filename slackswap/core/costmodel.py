@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .errors import SlackSwapError
+from .errors import ConfigError, SlackSwapError
 from .graph import Graph
 
 MODES = ("analytical", "measured", "unit")
@@ -114,6 +114,16 @@ def optimizer_seconds(static_bytes: float, hardware, traffic: float = ADAM_TRAFF
         return 0.0
     gpu = hardware.gpu
     return float(moved / (gpu.hbm_bytes_per_s * gpu.memory_efficiency(moved)))
+
+
+def copy_link(hardware, gpus: int = 1):
+    """The link one GPU of a job of ``gpus`` GPUs copies over: ``hardware.copy_link(gpus)`` (the
+    node's share, docs/hardware.md, "The node"), ``hardware.link`` for hardware without a node."""
+    if getattr(hardware, "node", None) is None:
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+            raise ConfigError(f"gpus: must be a whole number >= 1 (the GPUs of the job); got {gpus!r}")
+        return hardware.link
+    return hardware.copy_link(gpus)
 
 
 def transfer_seconds(graph: Graph, link):

@@ -16,6 +16,7 @@ from .costmodel import (  # noqa: F401 - the cost model's types and helpers, re-
     ADAM_TRAFFIC,
     MODES,
     CostModel,
+    copy_link,
     optimizer_seconds,
     transfer_seconds,
 )
@@ -25,18 +26,21 @@ from .profile import Profile
 from .profile import read as read_profile
 
 
-def build(graph: Graph, hardware=None, mode: str = "analytical", profile=None, **kw) -> CostModel:
-    """Build the cost model of ``graph`` in ``mode`` (one of ``MODES``)."""
+def build(graph: Graph, hardware=None, mode: str = "analytical", profile=None, gpus: int = 1,
+          **kw) -> CostModel:
+    """Build the cost model of ``graph`` in ``mode`` (one of ``MODES``). ``gpus``: the GPUs of
+    the job, whose neighbours on the node share the host link (``Hardware.copy_link``; unit
+    costs have no link and ignore it)."""
     if mode == "unit":
         return CostModel.unit(graph, **kw)
     if mode == "analytical":
         if hardware is None:
             raise SlackSwapError("costs.build: mode 'analytical' needs a hardware")
-        return analytical(graph, hardware, **kw)
+        return analytical(graph, hardware, gpus=gpus, **kw)
     if mode == "measured":
         if profile is None:
             raise SlackSwapError("costs.build: mode 'measured' needs profile=<path of a profile file>")
-        return measured(graph, profile, hardware, **kw)
+        return measured(graph, profile, hardware, gpus=gpus, **kw)
     raise SlackSwapError(f"costs.build: mode must be one of {', '.join(MODES)}; got {mode!r}")
 
 
@@ -92,26 +96,29 @@ def _p2p_bandwidth(graph: Graph, hardware) -> float:
 
 
 def analytical(graph: Graph, hardware, dtype: str | None = None,
-               optimizer_traffic: float = ADAM_TRAFFIC) -> CostModel:
+               optimizer_traffic: float = ADAM_TRAFFIC, gpus: int = 1) -> CostModel:
     """Roofline cost model of ``graph`` on ``hardware`` (see ``op_seconds``, ``optimizer_seconds``).
 
     ``dtype`` defaults to ``graph.spec.dtype`` (or bf16 when the graph has no spec). Transfers use
-    the hardware's link; ``duplex_factor`` is the link's.
+    the hardware's link as one GPU of a job of ``gpus`` GPUs sees it (``copy_link``: its share
+    of the node's switch and host memory; the link itself without a node); ``duplex_factor``
+    is the link's.
     """
     fwd, bwd = op_seconds(graph, hardware, dtype)
-    d2h, h2d = transfer_seconds(graph, hardware.link)
+    d2h, h2d = transfer_seconds(graph, copy_link(hardware, gpus))
     opt = optimizer_seconds(graph.static_bytes, hardware, optimizer_traffic)
     return CostModel("analytical", tuple(fwd.tolist()), tuple(bwd.tolist()), tuple(d2h.tolist()),
                      tuple(h2d.tolist()), opt, hardware.link.duplex_factor)
 
 
-def measured(graph: Graph, profile, hardware=None) -> CostModel:
+def measured(graph: Graph, profile, hardware=None, gpus: int = 1) -> CostModel:
     """Per-op times from a profile file or ``profile.Profile`` (docs/profile.md).
 
     Every op of ``graph`` must have a time in the profile (matched by name). Transfer times: a
-    tensor's measured ``d2h_ms``/``h2d_ms`` if the profile has them, else from ``hardware.link``
-    if given, else from the profile's ``link``. The optimizer: the profile's ``optimizer_ms``, else
-    ``optimizer_seconds`` on ``hardware``, else 0.
+    tensor's measured ``d2h_ms``/``h2d_ms`` if the profile has them, else from ``hardware``'s
+    link as one GPU of ``gpus`` sees it (``copy_link``) if given, else from the profile's
+    ``link``. The optimizer: the profile's ``optimizer_ms``, else ``optimizer_seconds`` on
+    ``hardware``, else 0.
     """
     prof = profile if isinstance(profile, Profile) else read_profile(profile)
-    return prof.costs(graph, hardware)
+    return prof.costs(graph, hardware, gpus=gpus)

@@ -11,6 +11,10 @@ number (docs/hardware.md). Inside, everything is SI: FLOP/s, bytes, bytes/s, sec
 'pcie3-x16'
 >>> hw.with_link(bandwidth="50GB/s").link.h2d_bytes_per_s
 50000000000.0
+>>> hw.node.gpus_per_switch, hw.copy_link(gpus=8).d2h_bytes_per_s / 1e9   # two GPUs on a switch
+(2, 12.5)
+>>> hw.with_node(None).copy_link(gpus=8) is hw.link                       # alone on its link
+True
 """
 
 from __future__ import annotations
@@ -139,13 +143,86 @@ class Link:
 
 
 @dataclass(frozen=True)
+class Node:
+    """The host that several GPUs share (docs/hardware.md, "The node: GPUs sharing a host").
+
+    ``gpus_per_node`` GPUs sit in one host; ``gpus_per_switch`` of them share one PCIe switch,
+    whose uplink to the host carries ``switch_bytes_per_s`` per direction; the host's memory
+    moves ``host_memory_bytes_per_s`` (reads and writes together) and can hold
+    ``pinned_capacity_bytes`` of pinned buffers for swapped tensors, for all its GPUs together.
+    ``copying_gpus``: how many GPUs of the node copy at once (None: the GPUs of the job in the
+    node, ``min(gpus_per_node, job GPUs)``, as they run the same step in lockstep).
+
+    >>> n = Node(8, 2, 25e9, 409.6e9, 512 * 10**9)
+    >>> n.copying(8), n.per_switch(8), n.share(25e9, 8) / 1e9
+    (8, 2, 12.5)
+    >>> n.share(25e9, 1) / 1e9, n.replace(copying_gpus=1).share(25e9, 8) / 1e9
+    (25.0, 25.0)
+    """
+
+    gpus_per_node: int
+    gpus_per_switch: int
+    switch_bytes_per_s: float
+    host_memory_bytes_per_s: float
+    pinned_capacity_bytes: int
+    copying_gpus: int | None = None
+    sources: dict = field(default_factory=dict, hash=False, compare=False)
+
+    def __post_init__(self):
+        for f in ("gpus_per_node", "gpus_per_switch"):
+            _check_count(f, getattr(self, f))
+        if self.gpus_per_node % self.gpus_per_switch:
+            raise ConfigError(f"node.gpus_per_switch: must divide gpus_per_node ({self.gpus_per_node}); "
+                              f"got {self.gpus_per_switch}")
+        for f, key in (("switch_bytes_per_s", "switch_bandwidth"),
+                       ("host_memory_bytes_per_s", "host_memory_bandwidth"),
+                       ("pinned_capacity_bytes", "pinned_capacity")):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
+                raise ConfigError(f"node.{key}: must be a finite number > 0; got {v!r}")
+        if self.copying_gpus is not None:
+            _check_count("copying_gpus", self.copying_gpus)
+            if self.copying_gpus > self.gpus_per_node:
+                raise ConfigError(f"node.copying_gpus: must be in 1 .. gpus_per_node ({self.gpus_per_node}); "
+                                  f"got {self.copying_gpus}")
+
+    def replace(self, **changes) -> Node:
+        return dataclasses.replace(self, **changes)
+
+    def copying(self, gpus: int = 1) -> int:
+        """GPUs of the node copying at once when this one does, for a job of ``gpus`` GPUs:
+        ``copying_gpus`` if given, else ``min(gpus_per_node, gpus)``."""
+        _check_count("gpus", gpus, "the GPUs of the job")
+        return self.copying_gpus if self.copying_gpus is not None else min(self.gpus_per_node, gpus)
+
+    def per_switch(self, gpus: int = 1) -> int:
+        """Of those, the GPUs copying through this GPU's switch: ``min(gpus_per_switch, copying)``
+        (the job's GPUs fill a switch before the next)."""
+        return min(self.gpus_per_switch, self.copying(gpus))
+
+    def share(self, bandwidth: float, gpus: int = 1) -> float:
+        """One GPU's bandwidth per direction when its neighbours copy too: ``min(bandwidth,
+        switch / per_switch, host_memory / copying)`` (``bandwidth``: its own link's)."""
+        return min(bandwidth, self.switch_bytes_per_s / self.per_switch(gpus),
+                   self.host_memory_bytes_per_s / self.copying(gpus))
+
+
+def _check_count(name: str, value, what: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"{'' if what else 'node.'}{name}: must be a whole number >= 1"
+                          f"{' (' + what + ')' if what else ''}; got {value!r}")
+
+
+@dataclass(frozen=True)
 class Hardware:
-    """A machine for one step: a GPU and its host link."""
+    """A machine for one step: a GPU, its host link and, optionally, the node it shares with
+    other GPUs (None: the GPU is alone on its link and host)."""
 
     name: str
     gpu: Gpu
     link: Link
     description: str = ""
+    node: Node | None = None
 
     def replace(self, **changes) -> Hardware:
         return dataclasses.replace(self, **changes)
@@ -164,6 +241,41 @@ class Hardware:
             t = parse(LinkTable, {**_link_as_table(new), **changes}, "with_link")
             new = _link(t, t.name or new.name, kept)
         return dataclasses.replace(self, link=new)
+
+    def with_node(self, node: Node | dict | None | object = ..., **changes) -> Hardware:
+        """Replace or change the node, for ablations (docs/hardware.md, "The node").
+
+        ``node``: a ``Node``, a dict of node keys (the ``[node]`` table of a hardware file), or
+        None (no node: the GPU alone on its link). ``changes``: node keys in human units or SI
+        numbers (``gpus_per_switch=2``, ``switch_bandwidth="20GB/s"``, ``copying_gpus=1``)
+        applied to that node (to the current one when ``node`` is not given).
+        """
+        if node is None:
+            if changes:
+                raise ConfigError(f"with_node: node=None removes the node; got changes {sorted(changes)}")
+            return dataclasses.replace(self, node=None)
+        if node is ...:
+            node = self.node
+        if isinstance(node, dict):
+            node = _node(parse(NodeTable, node, "with_node"), {})
+        elif node is not None and not isinstance(node, Node):
+            raise ConfigError(f"with_node: node: expected a Node, a dict of node keys or None; got {node!r}")
+        if changes:
+            base = _node_as_table(node) if node is not None else {}
+            kept = {k: v for k, v in node.sources.items() if k not in changes} if node is not None else {}
+            node = _node(parse(NodeTable, {**base, **changes}, "with_node"), kept)
+        return dataclasses.replace(self, node=node)
+
+    def copy_link(self, gpus: int = 1) -> Link:
+        """The link as one GPU of a job of ``gpus`` GPUs sees it: both bandwidths cut to the
+        node's share (``Node.share``); ``self.link`` itself without a node or when no share binds."""
+        if self.node is None:
+            return self.link
+        d2h = self.node.share(self.link.d2h_bytes_per_s, gpus)
+        h2d = self.node.share(self.link.h2d_bytes_per_s, gpus)
+        if d2h == self.link.d2h_bytes_per_s and h2d == self.link.h2d_bytes_per_s:
+            return self.link
+        return dataclasses.replace(self.link, d2h_bytes_per_s=d2h, h2d_bytes_per_s=h2d)
 
 
 # ---------------------------------------------------------------- file schemas
@@ -262,13 +374,36 @@ class LinkChanges(Schema):
     sources: dict[str, str] | None = None
 
 
+class NodeTable(Schema):
+    """The ``[node]`` table of a hardware file: the host several GPUs share."""
+
+    gpus_per_node: Annotated[int, Field(ge=1)]
+    gpus_per_switch: Annotated[int, Field(ge=1)]
+    switch_bandwidth: Rate
+    host_memory_bandwidth: Rate
+    pinned_capacity: Positive
+    copying_gpus: Annotated[int, Field(ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _counts(self):
+        if self.gpus_per_node % self.gpus_per_switch:
+            raise ValueError(f"gpus_per_switch: must divide gpus_per_node ({self.gpus_per_node}); "
+                             f"got {self.gpus_per_switch}")
+        if self.copying_gpus is not None and self.copying_gpus > self.gpus_per_node:
+            raise ValueError(f"copying_gpus: must be in 1 .. gpus_per_node ({self.gpus_per_node}); "
+                             f"got {self.copying_gpus}")
+        return self
+
+
 class HardwareFile(Schema):
-    """A hardware file (``data/hardware/*.toml``): a GPU and a link preset name or table."""
+    """A hardware file (``data/hardware/*.toml``): a GPU, a link preset name or table, and
+    optionally the node the GPU shares with others."""
 
     name: str | None = None
     description: str = ""
     gpu: GpuTable
     link: Annotated[str, Field(min_length=1)] | LinkChanges
+    node: NodeTable | None = None
     sources: dict[str, str] = PField(default_factory=dict)
 
 
@@ -315,7 +450,10 @@ def hardware_from_dict(table, where: str = "hardware", default_name: str = "cust
     else:
         link_sources = {k[5:]: v for k, v in sources.items() if k.startswith("link.")}
         the_link = _changed_link(doc.link, doc.name or default_name, f"{where}: link", link_sources)
-    return Hardware(doc.name or default_name, gpu, the_link, doc.description)
+    node = None
+    if doc.node is not None:
+        node = _node(doc.node, {k[5:]: v for k, v in sources.items() if k.startswith("node.")})
+    return Hardware(doc.name or default_name, gpu, the_link, doc.description, node)
 
 
 def load_link(name: str) -> Link:
@@ -382,6 +520,17 @@ def _link_as_table(link: Link) -> dict:
     return {"name": link.name, "description": link.description, "d2h_bandwidth": link.d2h_bytes_per_s,
             "h2d_bandwidth": link.h2d_bytes_per_s, "latency": link.latency_s,
             "duplex_factor": link.duplex_factor, "theoretical_bandwidth": link.theoretical_bytes_per_s}
+
+
+def _node(t: NodeTable, sources: dict) -> Node:
+    return Node(t.gpus_per_node, t.gpus_per_switch, t.switch_bandwidth, t.host_memory_bandwidth,
+                t.pinned_capacity, t.copying_gpus, dict(sources))
+
+
+def _node_as_table(node: Node) -> dict:
+    return {"gpus_per_node": node.gpus_per_node, "gpus_per_switch": node.gpus_per_switch,
+            "switch_bandwidth": node.switch_bytes_per_s, "host_memory_bandwidth": node.host_memory_bytes_per_s,
+            "pinned_capacity": node.pinned_capacity_bytes, "copying_gpus": node.copying_gpus}
 
 
 def _expand(changes: dict) -> dict:

@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 
 from . import hardware as _hw
-from .costmodel import CostModel, optimizer_seconds, transfer_seconds
+from .costmodel import CostModel, copy_link, optimizer_seconds, transfer_seconds
 from .errors import ConfigError
 from .graph import MAX_OPS, Graph, Op, Tensor, check_limit
 from .paths import read_document, user_path
@@ -132,7 +132,7 @@ class Profile:
         return (self.doc is not None and self.doc.tensors is not None
                 and all(o.kind is not None for o in self.doc.ops))
 
-    def costs(self, graph: Graph, hardware=None) -> CostModel:
+    def costs(self, graph: Graph, hardware=None, gpus: int = 1) -> CostModel:
         """The measured ``CostModel`` of ``graph`` (precedence rules: ``costs.measured``)."""
         where = self.source or self.name
         names = [op.name for op in graph.ops]
@@ -153,7 +153,7 @@ class Profile:
             if info["bytes"] is not None and info["bytes"] != tnames[tname].bytes:
                 raise ConfigError(f"{where}: tensors[{tname!r}].bytes: profile says {info['bytes']}, "
                                   f"graph has {tnames[tname].bytes}")
-        link = hardware.link if hardware is not None else self.link
+        link = copy_link(hardware, gpus) if hardware is not None else self.link
         n = len(graph.tensors)
         d2h, h2d = transfer_seconds(graph, link) if link is not None else (np.full(n, np.nan), np.full(n, np.nan))
         for t in graph.tensors:

@@ -83,7 +83,9 @@ class Problem:
         activation peak, bytes (int or ``"24GiB"``), or None for no limit. ``parallel``: how the
         step is spread over GPUs (a ``Parallel``, a dict of its keys, a ``data/parallel`` preset
         name or a ``.toml`` path; docs/parallel.md): the problem is then one micro-batch on one
-        GPU of the planned pipeline stage, with its sharded static memory. Warns
+        GPU of the planned pipeline stage, with its sharded static memory, copying over its share
+        of the host link when the hardware has a node (``Hardware.copy_link(parallel.gpus)``;
+        docs/hardware.md, "The node"). Warns
         (``CapacityWarning``, ``memory_warnings``) when static memory plus the budget exceed the
         GPU's memory."""
 
@@ -101,7 +103,8 @@ class Problem:
             raise ParameterError(f"parallel: tp = {parallel.tp} needs a GPU-to-GPU bandwidth; hardware "
                                  f"{hw.name} gives none (gpu.p2p_bandwidth, docs/hardware.md)")
         graph = model if isinstance(model, Graph) else models.build(model, parallel=parallel, **spec_overrides)
-        cm = costs_mod.build(graph, hw, mode=cost_mode, profile=profile)
+        cm = costs_mod.build(graph, hw, mode=cost_mode, profile=profile,
+                             gpus=1 if parallel is None else parallel.gpus)
         peak = keep_all_peak_of(graph, cm)   # measured here and passed in: Problem holds data
         base = budget_base_of(graph, cm, peak)
         p = cls(graph, cm, resolve_budget(budget, base), hw, keep_all_peak=peak,

@@ -26,7 +26,10 @@ class Event:
 class SimResult:
     """The timeline of one step under one plan. ``feasible`` is False when some allocation can
     never fit the budget; then ``reason`` names the step and the bytes, times are ``inf`` and
-    ``peak_bytes`` is those bytes (more than the budget: ``fits`` is False)."""
+    ``peak_bytes`` is those bytes (more than the budget: ``fits`` is False). It is also False
+    when the swapped bytes the node's GPUs hold on the host exceed its pinned memory
+    (``timeline.host``); then ``reason`` names ``node.pinned_capacity``, times are ``inf`` and
+    ``peak_bytes`` and ``host_peak_bytes`` are the step's."""
 
     feasible: bool
     step_time_s: float
@@ -43,6 +46,8 @@ class SimResult:
     memory_times: np.ndarray = field(default_factory=lambda: np.zeros(0))
     memory_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
     reason: str = ""
+    #: swapped bytes of this GPU held on the host at once (docs/timeline.md, "Host memory")
+    host_peak_bytes: int = 0
 
     @property
     def throughput_ratio(self) -> float:
@@ -66,7 +71,8 @@ class SimResult:
                 "peak_bytes": self.peak_bytes, "budget_bytes": self.budget_bytes,
                 "compute_s": self.compute_s, "recompute_s": self.recompute_s,
                 "stall_fwd_s": self.stall_fwd_s, "stall_bwd_s": self.stall_bwd_s,
-                "stall_s": self.stall_s, "swapped_bytes": self.swapped_bytes, "reason": self.reason}
+                "stall_s": self.stall_s, "swapped_bytes": self.swapped_bytes,
+                "host_peak_bytes": self.host_peak_bytes, "reason": self.reason}
 
     def op_table(self):
         """One row per event (compute steps and copies) as a pandas DataFrame."""

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..core.errors import PlanError
 from ..core.plan import Decision, Plan, validate
+from .host import check_capacity, peak_bytes
 from .reference import default_issue_points, time_tolerance
 from .result import Event, SimResult
 from .schedule import BWD, FWD, OPT, REC, Schedule, default_d2h_order
@@ -220,14 +221,15 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
     events: tuple[Event, ...] = ()
     if detail:
         events = _events(run)
-    return SimResult(
+    return check_capacity(problem, SimResult(
         feasible=True, step_time_s=step_time, ideal_step_time_s=run.ideal,
         peak_bytes=int(run.curve.max()) if run.curve.size else 0, budget_bytes=budget,
         compute_s=step_time - stall_f - stall_b - recompute,
         recompute_s=recompute, stall_fwd_s=stall_f, stall_bwd_s=stall_b,
         swapped_bytes=int(run.ga.bytes[run.sw_lf >= 0].sum()), counts=run.counts(), events=events,
         memory_times=run.times if detail else np.zeros(0),
-        memory_bytes=run.curve if detail else np.zeros(0), reason="")
+        memory_bytes=run.curve if detail else np.zeros(0), reason="",
+        host_peak_bytes=peak_bytes(run.ga.bytes, run.q, run.d2h_start, run.hq, run.h2d_end, step_time)))
 
 
 def _simulate_regions(problem, plan, detail, schedule, regions, swap) -> SimResult:
