@@ -257,6 +257,9 @@ def _compare(args, console) -> int:
     from .. import experiments, planners  # lazy: start-up cost of the command line
 
     names = _names(args.planners, "--planners")
+    if args.node is not None:
+        raise SlackSwapError("--node: not taken by compare (its runs load the hardware preset by name); "
+                             "use plan or simulate with --node, or Hardware.with_node in Python")
     for n in names:
         planners.get(n)  # unknown names: one error line
     _problem(args)  # validates model, hardware, parallel setting and budget up front

@@ -143,6 +143,11 @@ def _problem_args(p: argparse.ArgumentParser, model_required: bool = True) -> No
     p.add_argument("--budget", type=_budget_value, default=0.5,
                    help="activation budget: fraction of the keep-all peak (0.5) or bytes ('24GiB')")
     p.add_argument("--link", help="link preset replacing the hardware's (see `slackswap hardware`)")
+    p.add_argument("--node", metavar="KEYS",
+                   help="change the hardware's node, the host its GPUs share: KEY=VALUE pairs joined by "
+                        "commas (gpus_per_node, gpus_per_switch, switch_bandwidth, host_memory_bandwidth, "
+                        "pinned_capacity, copying_gpus), e.g. gpus_per_switch=2; or 'none': the GPU alone "
+                        "on its link (docs/hardware.md)")
     p.add_argument("--seq", type=_positive_int, help="sequence length override")
     p.add_argument("--batch", type=_positive_int, help="micro-batch size override")
     p.add_argument("--attention", choices=("flash", "eager"), help="attention implementation override")
@@ -173,8 +178,10 @@ def _problem(args):
     from ..timeline.problem import Problem  # lazy: start-up cost of the command line
 
     overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation") if getattr(args, k) is not None}
-    return Problem.build(args.model, hardware.load(args.hardware, link=args.link), args.budget,
-                         max_ops=args.max_ops, parallel=_parallel(args), **overrides)
+    hw = hardware.load(args.hardware, link=args.link)
+    if getattr(args, "node", None) is not None:
+        hw = hardware.with_node_text(hw, args.node)
+    return Problem.build(args.model, hw, args.budget, max_ops=args.max_ops, parallel=_parallel(args), **overrides)
 
 
 def _df_table(title: str, df, floatfmt: str = ".4f"):

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Annotated, ClassVar
 
 import numpy as np
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 from pydantic import Field as PField
 
 from .errors import ConfigError, UnknownNameError
@@ -384,15 +384,21 @@ class NodeTable(Schema):
     pinned_capacity: Positive
     copying_gpus: Annotated[int, Field(ge=1)] | None = None
 
-    @model_validator(mode="after")
-    def _counts(self):
-        if self.gpus_per_node % self.gpus_per_switch:
-            raise ValueError(f"gpus_per_switch: must divide gpus_per_node ({self.gpus_per_node}); "
-                             f"got {self.gpus_per_switch}")
-        if self.copying_gpus is not None and self.copying_gpus > self.gpus_per_node:
-            raise ValueError(f"copying_gpus: must be in 1 .. gpus_per_node ({self.gpus_per_node}); "
-                             f"got {self.copying_gpus}")
-        return self
+    @field_validator("gpus_per_switch")
+    @classmethod
+    def _divides(cls, value, info: ValidationInfo):
+        per_node = info.data.get("gpus_per_node")
+        if per_node is not None and per_node % value:
+            raise ValueError(f"must divide gpus_per_node ({per_node}); got {value}")
+        return value
+
+    @field_validator("copying_gpus")
+    @classmethod
+    def _within_node(cls, value, info: ValidationInfo):
+        per_node = info.data.get("gpus_per_node")
+        if value is not None and per_node is not None and value > per_node:
+            raise ValueError(f"must be in 1 .. gpus_per_node ({per_node}); got {value}")
+        return value
 
 
 class HardwareFile(Schema):
@@ -475,6 +481,34 @@ def link_from_file_dict(table, where: str = "link", default_name: str = "custom"
 def link_from_dict(table: dict, name: str = "custom", where: str = "link") -> Link:
     """A ``Link`` from a dict with the link-file keys (used by profile files); ``preset`` allowed."""
     return _changed_link(parse(LinkChanges, table, where), name, where, {})
+
+
+NODE_KEYS = ("gpus_per_node", "gpus_per_switch", "switch_bandwidth", "host_memory_bandwidth", "pinned_capacity",
+             "copying_gpus")
+
+
+def with_node_text(hw: Hardware, text: str, where: str = "--node") -> Hardware:
+    """The CLI's ``--node``: ``"none"`` (no node) or ``KEY=VALUE`` pairs joined by commas
+    changing ``hw``'s node (``Hardware.with_node``); whole numbers are read as integers.
+
+    >>> with_node_text(load("a100-80gb"), "gpus_per_switch=4,switch_bandwidth=40GB/s").node.gpus_per_switch
+    4
+    """
+    if text.strip().lower() == "none":
+        return hw.with_node(None)
+    changes: dict = {}
+    for part in text.split(","):
+        key, sep, value = (x.strip() for x in part.partition("="))
+        if not sep or not key or not value:
+            raise ConfigError(f"{where}: expected 'none' or KEY=VALUE pairs joined by commas "
+                              f"({', '.join(NODE_KEYS)}); got {part.strip()!r}")
+        if key in changes:
+            raise ConfigError(f"{where}: {key}: given twice")
+        changes[key] = int(value) if value.lstrip("-").isdigit() else value
+    try:
+        return hw.with_node(**changes)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {str(exc).removeprefix('with_node: ')}") from None
 
 
 # ---------------------------------------------------------------- helpers

@@ -462,7 +462,22 @@ def plan_summary(problem, plan, result) -> list[str]:
         f"({'fits' if r.fits else 'DOES NOT FIT'}); static {format_bytes(problem.static_bytes)}",
         f"  stall {format_seconds(r.stall_s)} (fwd {format_seconds(r.stall_fwd_s)}, bwd "
         f"{format_seconds(r.stall_bwd_s)}), recompute {format_seconds(r.recompute_s)}, "
-        f"swapped {format_bytes(r.swapped_bytes)} each way"]
+        f"swapped {format_bytes(r.swapped_bytes)} each way"] + _host_lines(problem, r)
+
+
+def _host_lines(problem, r) -> list[str]:
+    """One line on the host's share when the hardware has a node and the plan swaps."""
+    hw = getattr(problem, "hardware", None)
+    node = getattr(hw, "node", None)
+    if node is None or not r.swapped_bytes:
+        return []
+    gpus = 1 if problem.parallel is None else problem.parallel.gpus
+    n = node.copying(gpus)
+    link = hw.copy_link(gpus)
+    return [f"  host: {n} GPU(s) of the node copy at once, {node.per_switch(gpus)} per switch: "
+            f"{link.d2h_bytes_per_s / 1e9:g} GB/s per direction each (the link alone: {hw.link.d2h_bytes_per_s / 1e9:g} GB/s); "
+            f"{format_bytes(r.host_peak_bytes)} held on the host at once per GPU, "
+            f"{format_bytes(n * r.host_peak_bytes)} of {format_bytes(node.pinned_capacity_bytes)} pinned"]
 
 
 def humanize(df):
