@@ -367,10 +367,12 @@ def _heap_pop(h, m):
 
 @njit(cache=True)
 def _default_issue_points(n, hq, sw_f, sw_u, stage, stage_first, tbytes, fixed, issue, n_open,
-                          finite, limit):
+                          finite, limit, sw_lf):
     """Fill ``issue`` for the copies back the plan left open (``reference.default_issue_points``):
     for each in H2D-queue order, the earliest stage from which the copy fits the budget over the
-    memory so far (``fixed`` plus the copies placed), never before the previous copy's."""
+    memory so far (``fixed`` plus the copies placed), never before the previous copy's, nor
+    before the step after the tensor's last forward use (``sw_lf``; on one micro-batch every
+    backward stage is, on a pipeline stage a later micro-batch's forward may come after a stage)."""
     nh = hq.shape[0]
     if n_open > 0:
         # memory so far (fixed plus the copies placed): a max segment tree, read and updated only
@@ -390,22 +392,26 @@ def _default_issue_points(n, hq, sw_f, sw_u, stage, stage_first, tbytes, fixed, 
             else:
                 ju = stage[sw_u[t]]
                 k = ju
+                kcap = k_prev
+                x = sw_lf[t] + 1
+                if x > stage_first[kcap]:   # (a pipeline stage) the stage starting at x, or after it
+                    kcap = stage[x] if stage_first[stage[x]] == x else stage[x] - 1
                 if not finite:
-                    k = k_prev
+                    k = kcap
                 else:
                     # the earliest step a0 in [lo, f] with max(mem[a0..f]) + size <= budget: the
                     # condition holds on a suffix of [lo, f], which starts after the last step
                     # where it fails (-1: none fits, even at f)
-                    lo = stage_first[k_prev]
+                    lo = stage_first[kcap]
                     j = _last_over(mx, ad, size_p, lo, f, size, limit, stack)
                     a0 = lo if j < 0 else (-1 if j == f else j + 1)
                     if a0 >= 0:
                         k0 = stage[a0]
                         k = k0 if stage_first[k0] == a0 else k0 - 1
-                        k = max(min(k, k_prev), ju)
+                        k = max(min(k, kcap), ju)
                         if stage_first[k] > stage_first[ju]:
                             k = ju
-                k = max(min(k, k_prev), ju)
+                k = max(min(k, kcap), ju)
                 issue[t] = k
             if finite:
                 _tree_add(mx, ad, size_p, stage_first[k], f + 1, size)
@@ -493,18 +499,25 @@ def _memory_curve(steps, iva, ivf, ivb, tbytes, producer, sw_lf, sw_f, hq, qpos,
 @njit(cache=True)
 def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, producer,
               sw_lf, sw_u, sw_f, hq, q, given_t, given_k, fwd, bwd, d2h_s, h2d_s, opt_s, duplex,
-              budget, tol):
+              budget, tol, arr_fix, arr_from, arr_add):
     """The timing pass of the reference ``simulate``.
 
-    Swapped tensors are those with ``sw_lf[t] >= 0`` (last forward-use step; the producer is
-    ``producer[t]``); ``sw_u[t]`` / ``sw_f[t]`` are their first and last backward use (-1: none),
-    ``hq`` the H2D queue, ``q`` the D2H queue. ``given_t`` / ``given_k``: the plan's issue points,
-    in the plan's order.
+    ``n``: the number of issue stages (the backward stages; one step's graph: its ops); stages
+    are numbered ``n - 1 .. 0`` along the steps, steps before the first backward stage have
+    stage ``n``. Swapped tensors are those with ``sw_lf[t] >= 0`` (last forward-use step; the
+    step that produces it is ``producer[t]``: on one micro-batch the producing op's id, on a
+    pipeline its forward step, ``pipeline.py``); ``sw_u[t]`` / ``sw_f[t]`` are their first and
+    last backward use (-1: none), ``hq`` the H2D queue, ``q`` the D2H queue. ``given_t`` /
+    ``given_k``: the plan's issue points, in the plan's order.
+
+    Arrivals (a pipeline stage; empty arrays: none): step ``s`` may not start before
+    ``arr_fix[s]`` nor, when ``arr_from[s] >= 0``, before ``E[arr_from[s]] + arr_add[s]``; the
+    wait until then is bubble, any wait beyond it stall.
 
     Returns ``(code, a, x, S, E, d2h_start, d2h_end, h2d_start, h2d_end, issue, stall_f, stall_b,
-    recompute, times, curve)``: code 0 feasible; 1 issue point ``given_t[a]`` after the first use
-    (stage ``x``); 2 infeasible at step ``a`` needing ``x`` bytes; 3 the D2H order makes tensor
-    ``a`` wait for a copy that has not started.
+    recompute, bubble, times, curve)``: code 0 feasible; 1 issue point ``given_t[a]`` after the
+    first use (stage ``x``); 2 infeasible at step ``a`` needing ``x`` bytes; 3 the D2H order makes
+    tensor ``a`` wait for a copy that has not started.
     """
     steps = kind.shape[0]
     nt = tbytes.shape[0]
@@ -523,7 +536,7 @@ def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, 
         ju = stage[sw_u[t]]
         if given_k[i] < ju:
             return (1, i, float(ju), S, E, empty, empty, empty, empty, issue, 0.0, 0.0, 0.0,
-                    empty, np.zeros(0, np.int64))
+                    0.0, empty, np.zeros(0, np.int64))
         issue[t] = given_k[i]
 
     # ---- fixed memory: intervals plus swapped tensors' forward lives (difference array) ----
@@ -539,7 +552,7 @@ def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, 
 
     # ---- default issue points (reference.default_issue_points) for the copies left open ----
     _default_issue_points(n, hq, sw_f, sw_u, stage, stage_first, tbytes, fixed, issue,
-                          nh - given_t.shape[0], finite, limit)
+                          nh - given_t.shape[0], finite, limit, sw_lf)
 
     # ---- accounted memory: fixed plus every copy back from its issue stage to its last use ----
     diff.fill(0)
@@ -581,6 +594,8 @@ def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, 
     prev_h2d = 0.0
     stall_f = 0.0
     stall_b = 0.0
+    bubble = 0.0
+    has_arr = arr_fix.shape[0] > 0
     t_prev = 0.0
     for s in range(steps):
         for pi in range(pptr[s], pptr[s + 1]):
@@ -596,7 +611,7 @@ def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, 
         while need > limit:
             if m == 0 or np.isnan(d2h_end[heap[0]]):
                 return (2, s, need, S, E, empty, empty, empty, empty, issue, 0.0, 0.0, 0.0,
-                        empty, np.zeros(0, np.int64))
+                        0.0, empty, np.zeros(0, np.int64))
             i = heap[0]
             m = _heap_pop(heap, m)
             start = max(start, d2h_end[i])
@@ -611,7 +626,7 @@ def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, 
             i = qpos[x]
             if np.isnan(d2h_end[i]):
                 return (3, x, 0.0, S, E, empty, empty, empty, empty, issue, 0.0, 0.0, 0.0,
-                        empty, np.zeros(0, np.int64))
+                        0.0, empty, np.zeros(0, np.int64))
             hs = max(ready[stage_first[issue[x]]], d2h_end[i], prev_h2d)
             dur = h2d_s[x]
             if duplex < 1:
@@ -625,6 +640,15 @@ def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, 
             hq_next += 1
         if last >= 0:
             start = max(start, h2d_end[last])
+        wait = 0.0
+        if has_arr:    # a pipeline stage: the wait for an arrival is bubble, the rest stall
+            a = arr_fix[s]
+            if arr_from[s] >= 0:
+                a = max(a, E[arr_from[s]] + arr_add[s])
+            if a > t_prev:
+                wait = a - t_prev
+                bubble += wait
+            start = max(start, a)
         S[s] = start
         k = kind[s]
         if k == K_FWD or k == K_REC:
@@ -634,10 +658,10 @@ def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, 
         else:
             dur = opt_s
         E[s] = start + dur
-        if s < n:
-            stall_f += start - t_prev
+        if k == K_FWD:
+            stall_f += start - t_prev - wait
         else:
-            stall_b += start - t_prev
+            stall_b += start - t_prev - wait
         t_prev = E[s]
         if k == K_FWD:   # copies of this step's swapped outputs (and any now unblocked) join the queue
             while qi < nq and producer[q[qi]] <= s:
@@ -654,7 +678,7 @@ def time_core(n, kind, op, stage, need_pos, stage_first, iva, ivf, ivb, tbytes, 
     times, curve = _memory_curve(steps, iva, ivf, ivb, tbytes, producer, sw_lf, sw_f, hq, qpos, S, E,
                                  d2h_end, h2d_start, tol)
     return (0, 0, 0.0, S, E, d2h_start, d2h_end, h2d_start, h2d_end, issue, stall_f, stall_b,
-            recompute, times, curve)
+            recompute, bubble, times, curve)
 
 
 @njit(cache=True)

@@ -30,6 +30,7 @@ from ..core.plan import Decision, problem_key
 from ..core.schema import check_type
 from ..core.units import format_bytes, format_seconds
 from ..models import TransformerSpec
+from .pipeline import keep_all_run, make_pipeline, pipeline_of
 from .schedule import memory_floor
 from .simulate import keep_all_peak_of, memory_bound
 
@@ -99,13 +100,15 @@ class Problem:
         if isinstance(model, Graph) and parallel is not None:
             raise ParameterError("Problem.build(parallel): a Graph is already one GPU's graph; give the "
                                  "model as a preset name, a TransformerSpec or a config.json to plan it in parallel")
-        if parallel is not None and parallel.tp > 1 and not getattr(hw.gpu, "p2p_bytes_per_s", None):
-            raise ParameterError(f"parallel: tp = {parallel.tp} needs a GPU-to-GPU bandwidth; hardware "
-                                 f"{hw.name} gives none (gpu.p2p_bandwidth, docs/hardware.md)")
+        for key in ("tp", "pp"):
+            if parallel is not None and getattr(parallel, key) > 1 and not getattr(hw.gpu, "p2p_bytes_per_s", None):
+                raise ParameterError(f"parallel: {key} = {getattr(parallel, key)} needs a GPU-to-GPU bandwidth; "
+                                     f"hardware {hw.name} gives none (gpu.p2p_bandwidth, docs/hardware.md)")
         graph = model if isinstance(model, Graph) else models.build(model, parallel=parallel, **spec_overrides)
         cm = costs_mod.build(graph, hw, mode=cost_mode, profile=profile,
                              gpus=1 if parallel is None else parallel.gpus)
-        peak = keep_all_peak_of(graph, cm)   # measured here and passed in: Problem holds data
+        # measured here and passed in: Problem holds data (a pipeline stage: its 1F1B timeline's)
+        peak = keep_all_peak_of(graph, cm, make_pipeline(graph, parallel, hw))
         base = budget_base_of(graph, cm, peak)
         p = cls(graph, cm, resolve_budget(budget, base), hw, keep_all_peak=peak,
                 min_feasible_bytes=memory_floor(graph)[0], budget_base=None if base == peak else base,
@@ -116,17 +119,25 @@ class Problem:
 
     @classmethod
     def from_graph(cls, graph: Graph, costs: CostModel, budget_bytes: float = math.inf,
-                   hardware=None, *, min_feasible_bytes: int | None = None) -> Problem:
+                   hardware=None, *, min_feasible_bytes: int | None = None,
+                   parallel=None) -> Problem:
         """A problem from a graph and its cost model, ``budget_bytes`` in bytes (``with_budget``
         takes fractions and unit strings). Computes the keep-all peak (one simulation) and the
         smallest feasible budget (``min_feasible_bytes`` overrides it: 0 lets any budget
-        through, for experiments below the floor)."""
+        through, for experiments below the floor). ``parallel`` (a ``Parallel`` or a dict of its
+        keys): ``graph`` is one micro-batch of a pipeline stage (``pp``, ``stage``,
+        ``microbatches``), simulated under 1F1B (docs/timeline.md, "Pipeline stages (1F1B)");
+        with pp > 1, ``hardware`` must give ``gpu.p2p_bandwidth`` (the send time of the stage's
+        step inputs, the received activation, at that rate)."""
         costs.check(graph)
+        parallel = models.as_parallel(parallel)
+        parallel = None if parallel is None or parallel.is_default else parallel
         floor = memory_floor(graph)[0] if min_feasible_bytes is None else min_feasible_bytes
-        peak = keep_all_peak_of(graph, costs)
+        peak = keep_all_peak_of(graph, costs, make_pipeline(graph, parallel, hardware))
         base = budget_base_of(graph, costs, peak)
         return cls(graph, costs, budget_bytes, hardware, keep_all_peak=peak,
-                   min_feasible_bytes=floor, budget_base=None if base == peak else base)
+                   min_feasible_bytes=floor, budget_base=None if base == peak else base,
+                   parallel=parallel)
 
     def with_budget(self, budget) -> Problem:
         """The same problem under another budget (fraction, bytes, unit string or None). Warns
@@ -137,6 +148,13 @@ class Problem:
             for text in p.memory_warnings:
                 warnings.warn(text, CapacityWarning, stacklevel=2)
         return p
+
+    def _parallel_text(self) -> str:
+        pipe = pipeline_of(self)
+        if pipe is None:
+            return f"one micro-batch on one GPU of stage {self.parallel.stage}"
+        return (f"stage {pipe.stage} of {pipe.stages} under 1F1B: {pipe.microbatches} micro-batches, "
+                f"up to {pipe.in_flight} in flight")
 
     # ---- derived views ----
     @cached_property
@@ -149,7 +167,22 @@ class Problem:
 
     @property
     def ideal_step_s(self) -> float:
-        return self.costs.ideal_step_s
+        """Keep-all with no memory limit: every forward, every backward and the optimizer; on a
+        pipeline stage (``pipeline``) the end of its keep-all 1F1B timeline, bubble included."""
+        pipe = pipeline_of(self)
+        if pipe is None:
+            return self.costs.ideal_step_s
+        d = self.__dict__
+        v = d.get("_pipeline_ideal_s")
+        if v is None:
+            v = d["_pipeline_ideal_s"] = float(keep_all_run(self.graph, self.costs, pipe).E[-1])
+        return v
+
+    @property
+    def pipeline(self):
+        """The 1F1B pipeline the step runs in (``timeline.pipeline.Pipeline``), or None (one
+        micro-batch on one GPU)."""
+        return pipeline_of(self)
 
     @property
     def static_bytes(self) -> int:
@@ -199,8 +232,7 @@ class Problem:
                 f"{format_bytes(s['min_feasible_bytes'])}, budget {format_bytes(s['budget_bytes'])} "
                 f"({s['budget_fraction']:.0%})\n"
                 f"  ideal step {format_seconds(s['ideal_step_s'])}, static memory {format_bytes(s['static_bytes'])}"
-                + (f"\n  parallel: {s['parallel']} (one micro-batch on one GPU of stage {self.parallel.stage})"
-                   if "parallel" in s else "")
+                + (f"\n  parallel: {s['parallel']} ({self._parallel_text()})" if "parallel" in s else "")
                 + "".join(f"\n  WARNING: {w}" for w in self.memory_warnings))
 
 

@@ -20,6 +20,7 @@ class Event:
     kind: str = ""       # fwd | rec | bwd | opt | d2h | h2d
     op: int | None = None
     tensor: int | None = None
+    microbatch: int | None = None   # a pipeline stage's step: the micro-batch (None on one GPU)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,11 @@ class SimResult:
     reason: str = ""
     #: swapped bytes of this GPU held on the host at once (docs/timeline.md, "Host memory")
     host_peak_bytes: int = 0
+    #: a pipeline stage's step (docs/timeline.md, "Pipeline stages (1F1B)"): its micro-batches,
+    #: the most of them in flight at once, and the time the stage waited for the other stages
+    microbatches: int = 1
+    in_flight: int = 1
+    bubble_s: float = 0.0
 
     @property
     def throughput_ratio(self) -> float:
@@ -72,7 +78,9 @@ class SimResult:
                 "compute_s": self.compute_s, "recompute_s": self.recompute_s,
                 "stall_fwd_s": self.stall_fwd_s, "stall_bwd_s": self.stall_bwd_s,
                 "stall_s": self.stall_s, "swapped_bytes": self.swapped_bytes,
-                "host_peak_bytes": self.host_peak_bytes, "reason": self.reason}
+                "host_peak_bytes": self.host_peak_bytes, "reason": self.reason,
+                **({"microbatches": self.microbatches, "in_flight": self.in_flight,
+                    "bubble_s": self.bubble_s} if self.microbatches > 1 else {})}
 
     def op_table(self):
         """One row per event (compute steps and copies) as a pandas DataFrame."""

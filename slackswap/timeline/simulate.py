@@ -23,11 +23,14 @@ import numpy as np
 from ..core.errors import PlanError
 from ..core.plan import Decision, Plan, validate
 from .host import check_capacity, peak_bytes
+from .pipeline import PipelineRun, in_flight_max, pipeline_of
 from .reference import default_issue_points, time_tolerance
 from .result import Event, SimResult
 from .schedule import BWD, FWD, OPT, REC, Schedule, default_d2h_order
 
 _KINDS = (FWD, REC, BWD, OPT)                    # indexed by _core.K_*
+_NO_ARRIVALS = np.zeros(0, np.float64)           # one GPU: no arrivals (time_core)
+_NO_SOURCES = np.zeros(0, np.int64)
 _KIND_CODE = {k: i for i, k in enumerate(_KINDS)}
 
 
@@ -93,11 +96,12 @@ class _Run:
         self.given_k = _ints(plan.issue_points.values(), len(plan.issue_points))
         self.sw_lf = sw_lf
         (self.code, self.a, self.x, self.S, self.E, self.d2h_start, self.d2h_end, self.h2d_start,
-         self.h2d_end, self.issue, self.stall_f, self.stall_b, self.recompute, self.times,
+         self.h2d_end, self.issue, self.stall_f, self.stall_b, self.recompute, _, self.times,
          self.curve) = _core.time_core(
             ga.n, self.kind, self.op, self.stage, need_pos, stage_first, iva, ivf, ivb, ga.bytes,
             ga.producer, sw_lf, first_use, last_use, self.hq, self.q, self.given_t, self.given_k,
-            ca.fwd, ca.bwd, ca.d2h, ca.h2d, ca.opt, ca.duplex, float(problem.budget_bytes), ca.tol)
+            ca.fwd, ca.bwd, ca.d2h, ca.h2d, ca.opt, ca.duplex, float(problem.budget_bytes), ca.tol,
+            _NO_ARRIVALS, _NO_SOURCES, _NO_ARRIVALS)
         self.ga, self.g, self.ideal = ga, g, ca.ideal
 
     def _from_schedule(self, ga, sched: Schedule, nt: int):
@@ -171,9 +175,18 @@ def issue_points(problem, plan: Plan, *, schedule: Schedule | None = None) -> di
     it: the plan's own where it gives one, else the default of docs/timeline.md, "Backward: recompute, prefetch, gradients".
     ``schedule``: as for ``simulate``."""
     validate(problem, plan)
+    pipe = pipeline_of(problem)
+    if pipe is not None:
+        raise PlanError(f"issue_points(problem, plan): not for a pipeline stage ({_pipe_text(pipe)}): "
+                        "each micro-batch's copy has its own issue stage; simulate(...).events "
+                        "gives the copies' times")
     run = _Run(problem, plan, _schedule(problem.graph, schedule))
     run.raise_bad_issue_point()
     return {t: int(run.issue[t]) for t in run.hq.tolist()}
+
+
+def _pipe_text(pipe) -> str:
+    return f"pp = {pipe.stages}, microbatches = {pipe.microbatches}"
 
 
 def _schedule(g, schedule: Schedule | None) -> Schedule | None:
@@ -199,6 +212,9 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
     docs/timeline.md, "Checkpointed regions"), a SWAP inside a region as ``swap`` says
     (``"save"`` or ``"recompute"``); the result's counts are the decisions as they run.
     """
+    pipe = pipeline_of(problem)
+    if pipe is not None:
+        return _simulate_pipeline(problem, plan, detail, schedule, regions, pipe)
     if regions is not None:
         return _simulate_regions(problem, plan, detail, schedule, regions, swap)
     validate(problem, plan)
@@ -232,6 +248,47 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
         host_peak_bytes=peak_bytes(run.ga.bytes, run.q, run.d2h_start, run.hq, run.h2d_end, step_time)))
 
 
+def _simulate_pipeline(problem, plan, detail, schedule, regions, pipe) -> SimResult:
+    """One pipeline stage's step under 1F1B (``pipeline.py``; docs/timeline.md, "Pipeline stages
+    (1F1B)")."""
+    if regions is not None:
+        raise PlanError(f"regions=...: not with a pipeline stage ({_pipe_text(pipe)}) yet; simulate "
+                        "without regions, or a problem with pp = 1 and microbatches = 1")
+    if schedule is not None:
+        raise PlanError(f"schedule=...: not with a pipeline stage ({_pipe_text(pipe)}); the simulator "
+                        "unrolls the plan's own schedule over the micro-batches")
+    validate(problem, plan)
+    run = PipelineRun(problem, plan, pipe)
+    extra = {"microbatches": pipe.microbatches, "in_flight": in_flight_max(pipe.order)}
+    if run.code == 2:
+        s = run.a
+        o = int(run.op[s])
+        name = run.g.ops[o].name if o >= 0 else "optimizer"
+        mb = f", micro-batch {int(run.mb_step[s])}" if o >= 0 else ""
+        return _infeasible(problem, run.counts(),
+                           f"step {s} ({_KINDS[run.kind[s]]} {name}{mb}) needs {int(run.x)} bytes "
+                           f"> budget {int(problem.budget_bytes)} with no pending copy left to free",
+                           int(run.x), **extra)
+    if run.code == 3:
+        raise PlanError(f"plan.d2h_order: tensor {run.a % run.nt} cannot be copied out before it is needed")
+    step_time = float(run.E[-1])
+    stall_f, stall_b, bubble = float(run.stall_f), float(run.stall_b), float(run.bubble)
+    recompute = float(run.recompute) if (run.kind == run.core.K_REC).any() else 0
+    events: tuple[Event, ...] = ()
+    if detail:
+        events = _events(run, run.nt, run.mb_step)
+    return SimResult(
+        feasible=True, step_time_s=step_time, ideal_step_time_s=problem.ideal_step_s,
+        peak_bytes=int(run.curve.max()) if run.curve.size else 0,
+        budget_bytes=float(problem.budget_bytes),
+        compute_s=step_time - stall_f - stall_b - recompute - bubble,
+        recompute_s=recompute, stall_fwd_s=stall_f, stall_bwd_s=stall_b,
+        swapped_bytes=int(run.ga.bytes[run.sw_lf[:run.nt] >= 0].sum()) * pipe.microbatches,
+        counts=run.counts(), events=events,
+        memory_times=run.times if detail else np.zeros(0),
+        memory_bytes=run.curve if detail else np.zeros(0), reason="", bubble_s=bubble, **extra)
+
+
 def _simulate_regions(problem, plan, detail, schedule, regions, swap) -> SimResult:
     from .regions import region_schedule  # the checkpointed-regions option only
 
@@ -246,10 +303,15 @@ def _simulate_regions(problem, plan, detail, schedule, regions, swap) -> SimResu
                     schedule=sched)
 
 
-def keep_all_peak_of(graph, costs) -> int:
+def keep_all_peak_of(graph, costs, pipeline=None) -> int:
     """The activation peak of keeping every planning tensor of ``graph`` under ``costs``, with no
     budget: the peak of ``simulate`` on the keep-all plan, from the graph and its costs alone
-    (``Problem.build`` passes it to ``Problem``; a ``Problem`` given none computes it here)."""
+    (``Problem.build`` passes it to ``Problem``; a ``Problem`` given none computes it here).
+    ``pipeline`` (a ``pipeline.Pipeline``): that of the stage's 1F1B timeline."""
+    if pipeline is not None:
+        from .pipeline import keep_all_peak
+
+        return keep_all_peak(graph, costs, pipeline)
     plan = Plan({t.id: Decision.KEEP for t in graph.planning_tensors()})
     run = _Run(_Unlimited(graph, costs), plan, _schedule(graph, None))
     return int(run.curve.max()) if run.curve.size else 0
@@ -263,27 +325,43 @@ class _Unlimited(NamedTuple):
     budget_bytes: float = math.inf
 
 
-def _events(run: _Run) -> tuple[Event, ...]:
-    """Compute steps, then D2H copies in queue order, then H2D copies in queue order."""
+def _events(run, nt: int = 0, mb_step=None) -> tuple[Event, ...]:
+    """Compute steps, then D2H copies in queue order, then H2D copies in queue order. On a
+    pipeline (``nt``: tensors of one micro-batch, ``mb_step``: each step's micro-batch) every
+    event names its micro-batch (``Event.microbatch``, `` mb K`` after the label)."""
     g = run.g
     names = run.ga.op_names
     evs = []
-    for a, e, k, o in zip(run.S.tolist(), run.E.tolist(), run.kind.tolist(), run.op.tolist(), strict=True):
+    if not nt:
+        for a, e, k, o in zip(run.S.tolist(), run.E.tolist(), run.kind.tolist(), run.op.tolist(), strict=True):
+            kind = _KINDS[k]
+            evs.append(Event(a, e, "compute", f"{kind}:{names[o] if o >= 0 else 'optimizer'}", kind,
+                             o if o >= 0 else None))
+        for t, a, e in zip(run.q.tolist(), run.d2h_start.tolist(), run.d2h_end.tolist(), strict=True):
+            evs.append(Event(a, e, "d2h", f"d2h:{g.tensors[t].name}", "d2h", None, t))
+        for t, a, e in zip(run.hq.tolist(), run.h2d_start.tolist(), run.h2d_end.tolist(), strict=True):
+            evs.append(Event(a, e, "h2d", f"h2d:{g.tensors[t].name}", "h2d", None, t))
+        return tuple(evs)
+    for a, e, k, o, mb in zip(run.S.tolist(), run.E.tolist(), run.kind.tolist(), run.op.tolist(),
+                              mb_step.tolist(), strict=True):
         kind = _KINDS[k]
-        evs.append(Event(a, e, "compute", f"{kind}:{names[o] if o >= 0 else 'optimizer'}", kind,
-                         o if o >= 0 else None))
-    for t, a, e in zip(run.q.tolist(), run.d2h_start.tolist(), run.d2h_end.tolist(), strict=True):
-        evs.append(Event(a, e, "d2h", f"d2h:{g.tensors[t].name}", "d2h", None, t))
-    for t, a, e in zip(run.hq.tolist(), run.h2d_start.tolist(), run.h2d_end.tolist(), strict=True):
-        evs.append(Event(a, e, "h2d", f"h2d:{g.tensors[t].name}", "h2d", None, t))
+        if o >= 0:
+            evs.append(Event(a, e, "compute", f"{kind}:{names[o]} mb {mb}", kind, o, None, mb))
+        else:
+            evs.append(Event(a, e, "compute", f"{kind}:optimizer", kind, None))
+    for stream, ids, starts, ends in (("d2h", run.q, run.d2h_start, run.d2h_end),
+                                      ("h2d", run.hq, run.h2d_start, run.h2d_end)):
+        for x, a, e in zip(ids.tolist(), starts.tolist(), ends.tolist(), strict=True):
+            t, mb = x % nt, x // nt
+            evs.append(Event(a, e, stream, f"{stream}:{g.tensors[t].name} mb {mb}", stream, None, t, mb))
     return tuple(evs)
 
 
-def _infeasible(problem, counts: dict[str, int], reason: str, need: int) -> SimResult:
+def _infeasible(problem, counts: dict[str, int], reason: str, need: int, **extra) -> SimResult:
     """``peak_bytes``: what the step that cannot fit needs (docs/timeline.md)."""
     return SimResult(feasible=False, step_time_s=math.inf, ideal_step_time_s=problem.ideal_step_s,
                      peak_bytes=need, budget_bytes=float(problem.budget_bytes), counts=counts,
-                     reason=reason)
+                     reason=reason, **extra)
 
 
 __all__ = ["simulate", "default_issue_points", "issue_points", "memory_bound", "time_tolerance"]
