@@ -31,6 +31,13 @@
    solver dual bound is one too (the MILP planner uses it above ``max_exact_tensors``). The rows
    and why each holds are in that module's docstring and docs/milp.md, "Full-size models: the aggregated relaxation and proven gaps".
 
+3. **A pipeline stage** (``problem.parallel`` with pp > 1 or more than one micro-batch:
+   ``timeline.pipeline.pipeline_of``): ``pipeline_bound`` (``bounds/pipeline.py``): the
+   pipeline's ideal step and an LP over shared keep / swap / recompute fractions with the
+   compute stream's work, both copy engines' and the memory of the micro-batches in flight.
+   ``capacity_bound`` returns it too; ``aggregate_bound`` proves nothing there (0.0: its
+   relaxation describes one micro-batch's timeline).
+
 ``gap(problem, result) = (step - bound) / step`` (the MIP-gap convention, 0 = proven optimal).
 """
 
@@ -53,6 +60,8 @@ from ..mip.aggregate.solve import LP_SHAVE as LP_SHAVE
 from ..mip.aggregate.solve import MIP_SHAVE as MIP_SHAVE
 from ..mip.aggregate.solve import dual, extra_seconds, scipy_milp, solve_pooled, solve_scip
 from ..mip.backends import _flat, _highs
+from ..timeline.pipeline import pipeline_of
+from .pipeline import pipeline_bound
 
 
 def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[float, str]:
@@ -61,11 +70,17 @@ def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[fl
     PCIe-capacity bound. ``integral_time_limit_s`` (opt-in, slower): also the dual bound of the
     aggregated relaxation with integral decisions, after at most that many seconds.
 
+    On a pipeline stage (``timeline.pipeline.pipeline_of``) the bound is ``pipeline_bound``'s
+    (``bounds/pipeline.py``) and ``integral_time_limit_s`` is not used.
+
     The LP relaxation of the exact MILP is not one of them: it describes plans without hold
     points only, and a multi-level plan can be faster
     (``test_the_exact_milps_relaxation_does_not_bound_multi_level_plans``)."""
     integral_time_limit_s = parse_time_limit(integral_time_limit_s, "lower_bound(integral_time_limit_s)",
                                              allow_none=True)
+    pipe = pipeline_of(problem)
+    if pipe is not None:        # a pipeline stage: its own bound (``bounds.pipeline``)
+        return pipeline_bound(problem)
     best, how = float(problem.ideal_step_s), "ideal step (every op once, no stall)"
     cap = capacity_bound(problem)
     if cap > best:
@@ -89,6 +104,9 @@ def gap(problem, result, bound: float | None = None) -> float:
 def capacity_bound(problem) -> float:
     """The PCIe-capacity lower bound on the step time (seconds); see the module docstring."""
 
+    pipe = pipeline_of(problem)
+    if pipe is not None:        # a pipeline stage: its own bound (``bounds.pipeline``)
+        return pipeline_bound(problem)[0]
     budget = float(problem.budget_bytes)
     g, c = problem.graph, problem.costs
     n = len(g.ops)
@@ -156,6 +174,8 @@ def aggregate_bound(problem, integral: bool = False, time_limit_s: float | None 
                           f"an int >= 0 (0: none); got {chains!r}")
     if chains and not (releases and tight):
         raise ConfigError(f"aggregate_bound(chains={chains}): the chain rows need releases=True and tight=True")
+    if pipeline_of(problem) is not None:     # the relaxation describes one micro-batch's timeline
+        return 0.0, None, None
     agg = build(problem, integral=integral, releases=releases, tight=tight, chains=chains)
     if agg is None:
         return 0.0, None, None

@@ -48,6 +48,7 @@ from pydantic import Field
 from ..core.errors import SlackSwapError
 from ..core.plan import Decision, Plan, Status
 from ..core.schema import PosInt, Schema
+from ..timeline.pipeline import pipeline_of
 from . import _chain, _multilevel
 from .base import Parameterised, Tags, make_plan, register
 
@@ -222,7 +223,9 @@ class DPCheckpoint(Parameterised):
         m = _Model(problem)
         free = problem.with_budget(None)
         limit, dec = problem.budget_bytes, None
-        for _ in range(self.max_rounds):
+        if pipeline_of(problem) is not None:
+            dec = self._pipeline_fit(problem, m)
+        for _ in range(self.max_rounds if pipeline_of(problem) is None else 0):
             states = solve_states(m, limit)
             if states is None:
                 break
@@ -246,6 +249,38 @@ class DPCheckpoint(Parameterised):
                     return make_plan(problem, ml, self.name, params, t0, hold_points=hold,
                                      message=f"multi-level, {label} (no single-level plan fits)")
         return make_plan(problem, dec, self.name, params, t0)
+
+
+    def _pipeline_fit(self, problem, m: _Model) -> dict | None:
+        """A pipeline stage (docs/planners.md, "Planning a pipeline stage"): the DP's memory model
+        is one micro-batch's, while up to ``in_flight`` micro-batches hold their kept tensors at
+        once. So the DP is solved at one-micro-batch limits found by bisection between 0 and the
+        budget (``max_rounds`` solves at most, the budget itself first), each plan judged by the
+        pipeline's simulation: a plan that fits raises the low end (more memory for a faster
+        plan), one that does not lowers the high end. Returns the fastest plan that fits (ties:
+        the first found), None when none did."""
+        lo, hi = 0.0, float(problem.budget_bytes)
+        best, seen = None, {}
+        for i in range(self.max_rounds):
+            limit = hi if i == 0 else 0.5 * (lo + hi)
+            if i and hi - lo < 1:
+                break
+            states = solve_states(m, limit)
+            if states is None:          # nothing under this limit in the model: more memory
+                lo = limit
+                continue
+            key = tuple(states)
+            if key not in seen:
+                cand = states_decisions(problem, m, states)
+                r = _chain.simulate_plan(problem, cand)
+                seen[key] = r.fits
+                if r.fits and (best is None or r.step_time_s < best[0]):
+                    best = (r.step_time_s, cand)
+            if seen[key]:
+                lo = limit
+            else:
+                hi = limit
+        return None if best is None else best[1]
 
 
 def _model_peak(m: _Model, states: list[str]) -> float:

@@ -33,12 +33,14 @@ from ...core.schema import NonNegFloat, NonNegInt, PosInt, Schema
 from ...mip.backends import BACKENDS, solve, solve_highs
 from ...mip.formulation import BuildTimeout, build
 from ...timeline import simulate
+from ...timeline.pipeline import pipeline_of
 from ..base import Parameterised, Tags, available, check_params, get, register
 from ..dp import multilevel_plan
 from . import chain as _chain_path
 from . import incumbent as _improve  # incumbent.improve looked up at call time (tests replace it)
 from .beyond import Settings, aggregate_plan, beyond_exact
 from .clock import MIN_TIME_LIMIT_S, SOLVER_START_S, WARM_SHARE, Clock, Deadline, bound_fits
+from .pipeline import plan_pipeline
 from .solution import (  # noqa: F401 - re-exported: the planner's names as before
     AGGREGATE_PROOF_GAP,
     CHAIN_DEPTH,
@@ -224,9 +226,13 @@ class MilpPlanner(Parameterised):
 
         # CP-SAT puts every continuous column on a time grid, where the relaxation's equalities
         # (bytes as fractions of the largest excess) have no solution: its model has no agg rows
-        return build(problem, self.allow_swap, self.allow_recompute, self.max_tree_nodes, deadline=deadline,
-                     aggregate_rows=self.aggregate_rows and self.solver != "cpsat",
-                     hold_points=self.hold_points, d2h_any=self._d2h_any(problem))
+        built = build(problem, self.allow_swap, self.allow_recompute, self.max_tree_nodes, deadline=deadline,
+                      aggregate_rows=self.aggregate_rows and self.solver != "cpsat",
+                      hold_points=self.hold_points, d2h_any=self._d2h_any(problem))
+        for name, coefs, rhs in getattr(self, "_keep_rows", ()):   # a pipeline stage's (pipeline.py)
+            if all(t in built.keep for t, b in coefs.items() if b):
+                built.model.add_le(name, [(b, built.keep[t]) for t, b in coefs.items() if b], rhs)
+        return built
 
     def _d2h_any(self, problem) -> bool:
         """Whether the exact model chooses the D2H order (``d2h_order``): always with ``"any"``,
@@ -262,6 +268,9 @@ class MilpPlanner(Parameterised):
         limit = self.time_limit_s
         if not self.allow_swap:     # bounds among the plans without SWAP (chain.without_swaps)
             problem = _chain_path.without_swaps(problem)
+        if pipeline_of(problem) is not None:    # a pipeline stage: bisected one-micro-batch solves
+            warm, src = self._warm(problem, clock.at(WARM_SHARE)) if self.warm_start else (None, "")
+            return plan_pipeline(self, problem, warm, src, wall, clock.solve_deadline)
         if self.chain_recursion and not self.write_lp:     # write_lp asks for the model: build it
             xs = _chain_path.applies(problem, self.allow_swap, self.allow_recompute)
             done = _chain_path.chain_plan(problem, xs, self.name, self.params, wall) if xs else None

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...core.plan import Decision, Plan
 from ...timeline import compile_schedule, simulate
+from ...timeline.pipeline import pipeline_of
 from ...timeline.simulate import memory_bound, time_tolerance
 
 
@@ -171,15 +172,25 @@ class Judge:
         self._pset = set(problem.planning_ids)
         self._fwd: ForwardBound | None = None   # built at the first prefiltered score
         self.tol, self.ideal = time_tolerance(problem.costs), problem.ideal_step_s
+        self.pipe = pipeline_of(problem)
 
     def compute_bound(self, decisions: dict) -> float:
         """A lower bound of the simulated step time: the compute stream runs every step one
         after another, i.e. every forward and backward op and the optimizer (``ideal_step_s``)
         plus each op the recomputes re-run (once: docs/timeline.md, "Backward: recompute, prefetch, gradients"), less ``tol`` (so
-        the bound stays below the simulator's sum in any order of addition)."""
+        the bound stays below the simulator's sum in any order of addition).
+
+        On a pipeline stage (m micro-batches) the ideal step holds waits for arrivals that a
+        re-run may fill, so the bound is the larger of the pipeline's ideal step and the compute
+        stream's work, ``m (F + B + re-runs) + optimizer`` (rows (i) and compute of
+        ``bounds.pipeline``), less ``m`` times ``tol``."""
         rec = {t for t, d in decisions.items() if d is Decision.RECOMPUTE}
         ops = rerun_union(self.problem.graph, rec, rec, self._pset)
         fwd = self.problem.costs.fwd_s
+        if self.pipe is not None:
+            c, m = self.problem.costs, self.pipe.microbatches
+            work = m * (sum(c.fwd_s) + sum(c.bwd_s) + sum(fwd[o] for o in ops)) + c.optimizer_s
+            return max(self.ideal, work) - 2 * m * self.tol
         return self.ideal + sum(fwd[o] for o in ops) - self.tol
 
     @property
@@ -270,7 +281,11 @@ def recompute_fit(problem, max_tensors: int = 64) -> dict | None:
     pset = set(planning)
     dec = {t: Decision.KEEP for t in planning}
 
+    free = problem.with_budget(None) if pipeline_of(problem) is not None else None
+
     def peak(d) -> float:   # keep/recompute only: the static memory, exact
+        if free is not None:    # a pipeline stage: the peak of its timeline (one simulation)
+            return float(simulate(free, Plan(d), detail=False).peak_bytes)
         mem = memory_bound(problem, d)
         return float(mem.max()) if mem.size else 0.0
 

@@ -72,6 +72,7 @@ from pydantic import Field
 from ...core.plan import Decision, Plan, Status
 from ...core.schema import NonNegInt, PosInt, Schema
 from ...timeline import simulate
+from ...timeline.pipeline import pipeline_of
 from ...timeline.problem import with_transfer_margin
 from ...timeline.simulate import time_tolerance
 from ..base import Parameterised, Tags, make_plan, register
@@ -403,6 +404,11 @@ class _Profile:
         self.swappable = {t: g.tensors[t].swappable for t in self.planning}
         self.recomputable = {t: g.tensors[t].recomputable for t in self.planning}
         self.need = problem.keep_all_peak - problem.budget_bytes
+        pipe = pipeline_of(problem)
+        if pipe is not None and self.need > 0:
+            # a byte evicted by a shared plan leaves every micro-batch in flight: about
+            # ``in_flight`` bytes off the peak (the evict-more loop adds what is still over)
+            self.need = math.ceil(self.need / pipe.in_flight)
         self.rpb, self.cheap = {}, []
         for t in self.planning:
             ops = rerun_closure(g, t, {t}, self.pset)
