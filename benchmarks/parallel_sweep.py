@@ -7,16 +7,19 @@
 
 Each case is a model on a GPU under a published parallel setting (data/parallel/): the first
 pipeline stage (stage 0, which holds the most micro-batches in flight under 1F1B) at a budget of
-``--budget`` (0.5) of that stage's keep-all peak. One axis at a time moves away from the
+``--budget`` (0.5) of that stage's keep-all peak (its 1F1B timeline's). One axis at a time moves away from the
 published setting, the others stay as published:
 
 * ``pp``: the pipeline depth (the number of stages; it must divide the layers), with the
   published micro-batch count (at least ``pp``);
 * ``microbatches``: micro-batches per step and pipeline, at the published depth (a count the setting refuses, or
   a budget below the smallest feasible one, gives a row that says so);
-* ``gpus per switch``: how many GPUs of the node share one PCIe switch's uplink to the host
+* ``stage``: the planned stage ``s``, which holds ``pp - s`` micro-batches in flight under 1F1B
+  (the first stage the most), at the published depth and micro-batch count (the budget is then
+  0.5 of that stage's own keep-all peak);
+* ``GPUs per switch``: how many GPUs of the node share one PCIe switch's uplink to the host
   (``Hardware.with_node(gpus_per_switch=g)``, docs/hardware.md, "The node"), at the published
-  pipeline.
+  pipeline. ``llama-2-7b-fsdp-8gpu`` (no pipeline) is swept on this axis only.
 
 Per row: the throughput ratio (ideal step / simulated step, 0 when the plan does not fit) of
 ``slack``; of the best recompute-only plan (``dp-checkpoint``, ``checkpoint-layers`` and ``slack``
@@ -51,8 +54,9 @@ OUT = ROOT / "benchmarks" / "results" / "parallel-sweep.csv"
 #: single-technique plans: the best of each list counts (``(planner, parameters)``)
 RECOMPUTE_ONLY = (("dp-checkpoint", {}), ("checkpoint-layers", {}), ("slack", {"mode": "recompute_only"}))
 OFFLOAD_ONLY = (("swap-all", {}), ("slack", {"mode": "swap_only"}))
-COLUMNS = ("case", "axis", "pp", "microbatches", "in flight", "GPUs per switch", "copy link (GB/s)",
-           "slack", "recompute-only", "offload-only", "ceiling", "advantage")
+COLUMNS = ("case", "axis", "pp", "microbatches", "stage", "in flight", "GPUs per switch", "copy link (GB/s)",
+           "static + budget (GiB)", "slack", "recompute-only", "offload-only", "ceiling", "advantage")
+AXES = ("pp", "microbatches", "stage", "GPUs per switch")
 
 
 @dataclass(frozen=True)
@@ -63,22 +67,24 @@ class Case:
     model: str
     hardware: str
     parallel: str | dict
-    pp: tuple[int, ...]
-    microbatches: tuple[int, ...]
-    switch: tuple[int, ...] = (1, 2, 4)
+    pp: tuple[int, ...] = ()
+    microbatches: tuple[int, ...] = ()
+    stages: tuple[int, ...] = ()
+    switch: tuple[int, ...] = (1, 2, 4, 8)
     overrides: dict = field(default_factory=dict)
 
 
 FULL = (
     Case("gpt3-175b-tp8-pp8", "gpt3-175b", "a100-80gb", "gpt3-175b-tp8-pp8",
-         pp=(4, 8, 16), microbatches=(8, 16, 64)),
+         pp=(4, 8, 12, 16, 24), microbatches=(8, 16, 32, 64, 128), stages=(0, 2, 4, 6, 7)),
     Case("llama-2-70b-tp4-pp4", "llama-2-70b", "h100-sxm", "llama-2-70b-tp4-pp4",
-         pp=(2, 4, 8), microbatches=(4, 8, 32)),
+         pp=(2, 4, 8, 16), microbatches=(4, 8, 16, 32, 64), stages=(0, 1, 2, 3)),
+    Case("llama-2-7b-fsdp-8gpu", "llama-2-7b", "a100-80gb", "llama-2-7b-fsdp-8gpu"),
 )
 #: CI-sized: tiny with 24 layers (a stage of more than 64 planning tensors: slack skips its small-problem search), tensor 2 with sequence parallelism, pipeline 2
 QUICK = (
     Case("tiny-tp2-pp2", "tiny", "a100-80gb", {"tp": 2, "sp": True, "pp": 2, "microbatches": 4},
-         pp=(2, 3), microbatches=(2, 4), switch=(1, 4), overrides={"layers": 24}),
+         pp=(2, 3), microbatches=(2, 4), stages=(0, 1), switch=(1, 4), overrides={"layers": 24}),
 )
 
 
@@ -90,6 +96,8 @@ def settings(case: Case):
         yield "pp", dict(pp=pp, microbatches=max(base.microbatches, pp)), default_switch
     for m in case.microbatches:
         yield "microbatches", dict(microbatches=m), default_switch
+    for st in case.stages:
+        yield "stage", dict(stage=st), default_switch
     for g in case.switch:
         yield "GPUs per switch", {}, g
 
@@ -133,9 +141,12 @@ def run_row(case: Case, axis: str, changes: dict, switch: int, budget: float) ->
             warnings.simplefilter("ignore")    # capacity warnings go into the row
             p = Problem.build(case.model, hw, budget=budget, parallel=parallel, **case.overrides)
     except SlackSwapError as exc:              # e.g. a budget below the smallest feasible one
-        return {**row, "pp": parallel.pp, "microbatches": parallel.microbatches, "note": str(exc)}
-    row.update({"pp": parallel.pp, "microbatches": parallel.microbatches, "in flight": in_flight(p, parallel),
+        return {**row, "pp": parallel.pp, "microbatches": parallel.microbatches, "stage": parallel.stage,
+                "note": str(exc)}
+    row.update({"pp": parallel.pp, "microbatches": parallel.microbatches, "stage": parallel.stage,
+                "in flight": in_flight(p, parallel),
                 "copy link (GB/s)": hw.copy_link(parallel.gpus).d2h_bytes_per_s / 1e9,
+                "static + budget (GiB)": (p.static_bytes + p.budget_bytes) / 2**30,
                 "warning": "; ".join(p.memory_warnings)})
     t0 = time.perf_counter()
     s = simulate(p, planners.get("slack").plan(p), detail=False)
@@ -168,11 +179,12 @@ def _ratio(x) -> str:
 def format_row(row: dict) -> list[str]:
     """The CSV cells of one row (a setting refused or below the floor keeps only its note)."""
     if "slack" not in row:
-        cells = [str(row.get(c, "")) for c in COLUMNS[:7]]
+        cells = [str(row.get(c, "")) for c in COLUMNS[:9]]
         return cells + ["not run: " + row["note"], "", "", "", ""]
     adv = row["advantage"]
-    cells = [row["case"], row["axis"], str(row["pp"]), str(row["microbatches"]), str(row["in flight"]),
-             str(row["GPUs per switch"]), f"{row['copy link (GB/s)']:.2f}", _ratio(row["slack"]),
+    cells = [row["case"], row["axis"], str(row["pp"]), str(row["microbatches"]), str(row["stage"]),
+             str(row["in flight"]), str(row["GPUs per switch"]), f"{row['copy link (GB/s)']:.2f}",
+             f"{row['static + budget (GiB)']:.2f}", _ratio(row["slack"]),
              f"{_ratio(row['recompute-only'])} ({row['recompute-only planner']})",
              f"{_ratio(row['offload-only'])} ({row['offload-only planner']})", _ratio(row["ceiling"]),
              "only slack fits" if math.isinf(adv) else f"{100 * adv:+.1f}%"]
@@ -181,14 +193,14 @@ def format_row(row: dict) -> list[str]:
 
 def write_csv(rows, path: Path, command: str, seconds: float, budget: float = 0.5) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    warned = sorted({r["warning"] for r in rows if r.get("warning")})
-    note = (f"{seconds:.0f} s in all; budget {budget} of the stage's keep-all peak; stage 0; throughput ratio, 0 = "
-            f"does not fit; advantage = slack / max(recompute-only, offload-only) - 1")
+    warned = [f"{r['case']} {r['axis']} = {r[r['axis']]}" for r in rows if r.get("warning")]
+    note = (f"{seconds:.0f} s in all; budget {budget} of the planned stage's keep-all peak; throughput ratio, "
+            f"0 = does not fit; advantage = slack / max(recompute-only, offload-only) - 1")
     if warned:
-        note += "; memory warnings: " + " | ".join(warned)
+        note += "; static memory plus the budget exceed the GPU's memory (a capacity warning) on: " + ", ".join(warned)
     with path.open("w", encoding="utf-8", newline="") as fh:
         fh.write(f"# date: {datetime.date.today().isoformat()}\n")
-        fh.write("# machine: 2-core development machine\n")
+        fh.write("# machine: 2-core development machine (shared with other jobs)\n")
         fh.write(f"# command: {command}\n")
         fh.write(f"# note: {note}\n")
         w = csv.writer(fh, lineterminator="\n")
@@ -207,44 +219,55 @@ def read_csv(path: Path) -> list[dict]:
         row = dict(rec)
         for c in ("slack", "recompute-only", "offload-only", "ceiling"):
             row[c] = float(rec[c].split(" ")[0])
-        for c in ("pp", "microbatches", "in flight", "GPUs per switch"):
+        for c in ("pp", "microbatches", "stage", "in flight", "GPUs per switch"):
             row[c] = int(rec[c])
         out.append(row)
     return out
 
 
 def figure(rows: list[dict]):
-    """One panel per axis, one colour per case; slack solid, recompute-only dashed, offload-only
-    dotted, the certified ceiling as a thin grey line."""
+    """One column per axis, one colour per case. Top: the throughput ratios, slack solid,
+    recompute-only dashed, offload-only dotted, the certified ceiling thin. Bottom: slack's
+    advantage over the better single-technique plan, in percent."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    axes_names = ("pp", "microbatches", "GPUs per switch")
     cases = list(dict.fromkeys(r["case"] for r in rows))
     colours = dict(zip(cases, ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=False))
-    fig, axes = plt.subplots(1, 3, figsize=(12, 4.2), sharey=True)
+    fig, grid = plt.subplots(2, len(AXES), figsize=(15, 6.4), sharey="row", sharex="col",
+                             gridspec_kw={"height_ratios": (3, 2)})
     styles = (("slack", "-", "o"), ("recompute-only", "--", "s"), ("offload-only", ":", "^"))
-    for ax, axis in zip(axes, axes_names, strict=True):
+    for (top, bottom), axis in zip(grid.T, AXES, strict=True):
         for case in cases:
             pts = sorted((r for r in rows if r["case"] == case and r["axis"] == axis), key=lambda r: r[axis])
             if not pts:
                 continue
             x = [r[axis] for r in pts]
             for col, ls, mk in styles:
-                ax.plot(x, [r[col] for r in pts], ls=ls, marker=mk, color=colours[case], label=f"{case}: {col}")
-            ax.plot(x, [r["ceiling"] for r in pts], color=colours[case], lw=0.8, alpha=0.5,
-                    label=f"{case}: certified ceiling")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel({"pp": "pipeline depth (stages)", "microbatches": "micro-batches per step",
-                       "GPUs per switch": "GPUs sharing a PCIe switch"}[axis])
-        ax.set_title(f"axis: {axis}")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("throughput ratio (ideal / step), stage 0")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.22, 1, 1))
+                top.plot(x, [r[col] for r in pts], ls=ls, marker=mk, ms=4, color=colours[case], label=f"{case}: {col}")
+            top.plot(x, [r["ceiling"] for r in pts], color=colours[case], lw=3, alpha=0.25,
+                     label=f"{case}: certified ceiling")
+            adv = [100 * (r["slack"] / max(r["recompute-only"], r["offload-only"]) - 1) for r in pts]
+            bottom.plot(x, adv, marker="o", ms=4, color=colours[case], label=f"{case}: advantage")
+        top.set_title(f"axis: {axis}")
+        bottom.axhline(0, color="grey", lw=0.8)
+        if axis != "stage":
+            bottom.set_xscale("log", base=2)
+        bottom.set_xlabel({"pp": "pipeline depth (stages)", "microbatches": "micro-batches per step",
+                           "stage": "planned stage (in flight: pp - stage)",
+                           "GPUs per switch": "GPUs sharing a PCIe switch"}[axis])
+        for ax in (top, bottom):
+            ax.grid(alpha=0.3)
+    grid[0, 0].set_ylabel("throughput ratio (ideal / step)")
+    grid[1, 0].set_ylabel("slack's advantage (%)")
+    seen: dict[str, object] = {}
+    for ax in grid[0]:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, h)
+    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.17, 1, 1))
     return fig
 
 

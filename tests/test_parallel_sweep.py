@@ -60,6 +60,13 @@ def test_pipeline_axes(axis, key, values):
         assert r["GPUs per switch"] == 2 and r["in flight"] >= 1
 
 
+def test_stage_axis_holds_fewer_micro_batches_further_down():
+    rows = rows_of("stage")
+    assert [(r["stage"], r["in flight"]) for r in rows] == [(0, 2), (1, 1)]
+    for r in rows:
+        check_row(r)
+
+
 def test_switch_axis_shares_the_link_and_lowers_the_ceiling():
     """a100-80gb's node: a 25 GB/s uplink per PCIe switch; 4 GPUs (tp 2 x pp 2) copy at once, so
     one GPU alone on a switch gets 25 GB/s and four on one switch 6.25 GB/s each. Less bandwidth
@@ -82,15 +89,27 @@ def test_csv_reads_back_in_the_results_format(tmp_path):
     meta, table = ubr.read_table(path)
     assert table[0] == list(ps.COLUMNS) and len(table) == 4
     assert meta["command"] == "python benchmarks/parallel_sweep.py --quick"
-    assert table[3][7].startswith("not run: parallel: microbatches")
+    assert table[3][ps.COLUMNS.index("slack")].startswith("not run: parallel: microbatches")
     back = ps.read_csv(path)
     assert len(back) == 2
     for r, b in zip(rows[:2], back, strict=True):
         for col in ("slack", "recompute-only", "offload-only", "ceiling"):
             assert b[col] == pytest.approx(r[col], abs=5e-5)
-    fig = ps.figure(back)
+
+
+def test_figure_of_the_csv(tmp_path):
+    path = tmp_path / "sweep.csv"
+    ps.write_csv(rows_of("GPUs per switch"), path, "python benchmarks/parallel_sweep.py --quick", 1.0)
+    fig = ps.figure(ps.read_csv(path))
     assert_legend_clear(fig)
-    assert [ax.get_title() for ax in fig.get_axes()] == ["axis: pp", "axis: microbatches", "axis: GPUs per switch"]
+    top, bottom = fig.get_axes()[:4], fig.get_axes()[4:]
+    assert [ax.get_title() for ax in top] == [f"axis: {a}" for a in ps.AXES]
+    labels = {line.get_label() for line in top[3].get_lines()}
+    assert labels == {f"{CASE.label}: {c}" for c in ("slack", "recompute-only", "offload-only", "certified ceiling")}
+    (adv,) = [line for line in bottom[3].get_lines() if line.get_label().endswith("advantage")]
+    rows = rows_of("GPUs per switch")
+    want = [100 * (r["slack"] / max(r["recompute-only"], r["offload-only"]) - 1) for r in rows]
+    assert list(adv.get_ydata()) == pytest.approx(want, abs=0.01)
 
 
 @pytest.mark.parametrize("value", ["nan", "0", "1.5"])
