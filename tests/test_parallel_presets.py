@@ -100,3 +100,23 @@ def test_preset_needs_a_model_it_divides(capsys):
     rc = cli.main(["plan", "--model", "gpt2", "--parallel", "gpt3-175b-tp8-pp8"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "tp: must divide heads (12)" in err
+
+
+def test_pipelined_stage_reports_its_host_peak_and_pinned_capacity():
+    """A pipeline stage's step holds swapped copies of several micro-batches on the host: its
+    host peak is counted over the unrolled micro-batches (more than one micro-batch's swapped
+    bytes under swap-all, at most all of them), and a node whose pinned memory cannot hold it
+    makes the step infeasible, naming node.pinned_capacity."""
+    from slackswap import planners, simulate
+
+    setting = {"tp": 2, "sp": True, "pp": 2, "microbatches": 4}
+    p = Problem.build("tiny", "a100-80gb", 0.8, parallel=setting, layers=24)
+    plan = planners.get("swap-all").plan(p)
+    r = simulate(p, plan, detail=False)
+    assert r.fits and r.microbatches == 4 and r.in_flight == 2
+    one = r.swapped_bytes // 4
+    assert one < r.host_peak_bytes <= r.swapped_bytes
+    small = hardware.load("a100-80gb").with_node(pinned_capacity=r.host_peak_bytes)   # 4 GPUs copy
+    q = Problem.build("tiny", small, 0.8, parallel=setting, layers=24)
+    bad = simulate(q, plan, detail=False)
+    assert not bad.fits and bad.reason.startswith("node.pinned_capacity: 4 GPU(s) x ")

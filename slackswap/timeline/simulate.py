@@ -277,7 +277,10 @@ def _simulate_pipeline(problem, plan, detail, schedule, regions, pipe) -> SimRes
     events: tuple[Event, ...] = ()
     if detail:
         events = _events(run, run.nt, run.mb_step)
-    return SimResult(
+    # tensor k * nt + t of the unrolled run is tensor t of micro-batch k
+    host_peak = peak_bytes(np.tile(run.ga.bytes, pipe.microbatches), run.q, run.d2h_start, run.hq,
+                           run.h2d_end, step_time)
+    return check_capacity(problem, SimResult(
         feasible=True, step_time_s=step_time, ideal_step_time_s=problem.ideal_step_s,
         peak_bytes=int(run.curve.max()) if run.curve.size else 0,
         budget_bytes=float(problem.budget_bytes),
@@ -286,7 +289,8 @@ def _simulate_pipeline(problem, plan, detail, schedule, regions, pipe) -> SimRes
         swapped_bytes=int(run.ga.bytes[run.sw_lf[:run.nt] >= 0].sum()) * pipe.microbatches,
         counts=run.counts(), events=events,
         memory_times=run.times if detail else np.zeros(0),
-        memory_bytes=run.curve if detail else np.zeros(0), reason="", bubble_s=bubble, **extra)
+        memory_bytes=run.curve if detail else np.zeros(0), reason="", bubble_s=bubble,
+        host_peak_bytes=host_peak, **extra))
 
 
 def _simulate_regions(problem, plan, detail, schedule, regions, swap) -> SimResult:
