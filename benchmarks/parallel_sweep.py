@@ -283,7 +283,15 @@ def main(argv=None) -> int:
         return 2
     out = a.out or OUT
     if a.figure:
-        fig = figure(read_csv(out))
+        try:
+            rows = read_csv(out)
+        except OSError as exc:
+            print(f"parallel_sweep: error: --out: cannot read {out}: {exc.strerror}", file=sys.stderr)
+            return 2
+        except (KeyError, ValueError, IndexError) as exc:
+            print(f"parallel_sweep: error: --out: {out} is not a sweep CSV of this script ({exc!r})", file=sys.stderr)
+            return 2
+        fig = figure(rows)
         fig.savefig(a.figure, dpi=110)
         print(f"wrote {a.figure}")
         return 0

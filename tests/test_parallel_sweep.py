@@ -117,3 +117,16 @@ def test_bad_budget_is_one_line(value, capsys):
     assert ps.main(["--quick", "--budget", value]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--budget: must be in (0, 1]" in err
+
+
+def test_figure_of_a_missing_or_foreign_csv_is_one_line(tmp_path, capsys):
+    png = tmp_path / "f.png"
+    assert ps.main(["--figure", str(png), "--out", str(tmp_path / "none.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out: cannot read" in err
+    other = tmp_path / "other.csv"
+    other.write_text("model,budget\nbert-large,0.5\n")
+    assert ps.main(["--figure", str(png), "--out", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a sweep CSV of this script" in err
+    assert not png.exists()
