@@ -24,6 +24,7 @@ EXAMPLES = {
     "slackswap.torch.hf_trace": 2, "slackswap.torch.measured_costs": 2, "slackswap.torch.trace": 5,
     "slackswap.core.units": 4, "slackswap.core.limits": 5, "slackswap.core.costmodel": 3,
     "slackswap.torch.accounting": 3, "slackswap.torch.checkpoint_policy": 6,
+    "slackswap.timeline.pipeline": 1,
 }
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from slackswap import planners
 from slackswap.bounds import capacity_bound, gap, lower_bound
-from slackswap.bounds.pipeline import in_flight_counts, path_constants, pipeline_bound
+from slackswap.bounds.pipeline import in_flight_counts, keep_rows, path_constants, pipeline_bound
 from slackswap.core import hardware as hw_mod
 from slackswap.core.costs import CostModel
 from slackswap.core.errors import ParameterError
@@ -121,11 +121,15 @@ def test_in_flight_counts():
     assert in_flight_counts(Pipeline(3, 0, 2).order) == (1, 1)     # m < p - s: all forwards first
 
 
-def test_pipeline_bound_refuses_a_one_gpu_problem():
+def test_pipeline_bound_refuses_a_one_gpu_problem_and_anything_else():
     g = syn.chain(3)
     p = Problem.from_graph(g, CostModel.unit(g))
     with pytest.raises(ParameterError, match=r"^pipeline_bound\(problem\): needs a pipeline stage"):
         pipeline_bound(p)
+    with pytest.raises(ParameterError, match=r"^pipeline_bound\(problem\): expected a Problem"):
+        pipeline_bound("tiny")
+    with pytest.raises(ParameterError, match=r"^keep_rows\(problem\): needs a pipeline stage"):
+        keep_rows(p)
 
 
 def test_gap_of_a_plan_uses_the_pipeline_bound():
@@ -178,15 +182,17 @@ def test_the_search_planners_fit_where_brute_does(stage):
 
 
 def test_dp_checkpoint_bisects_the_one_micro_batch_limit():
-    """Under a pipeline the DP's one-micro-batch model is solved at bisected limits: its plan
-    fits the stage and is at least as fast as the plan of the budget itself lowered only by the
-    overshoot (one round of the one-GPU rule)."""
+    """Under a pipeline the DP's one-micro-batch model is solved under a bisected cap on the
+    stored bytes: its plan fits the stage, recomputes only, and is never faster than brute's
+    best keep/recompute plan."""
     for stage in (0, 1):
         p = _tiny(stage)
         plan = planners.get("dp-checkpoint").plan(p)
         r = simulate(p, plan, detail=False)
         assert r.fits
         assert not plan.ids(Decision.SWAP)
+        best = planners.get("brute", allow_swap=False).plan(p).info.objective
+        assert r.step_time_s >= best * (1 - 1e-12)
 
 
 def test_slack_compute_bound_is_below_every_simulated_step():
@@ -237,3 +243,16 @@ def test_milp_says_when_no_shared_plan_fits():
     plan = planners.get("milp", warm_start=False).plan(p)
     assert plan.info.status is Status.INFEASIBLE
     assert "no shared plan fits" in plan.info.message
+
+
+def test_milp_beyond_the_exact_size_bisects_the_one_micro_batch_budget():
+    """Above ``max_exact_tensors`` the milp planner runs itself on the one-micro-batch problem at
+    bisected budgets: whatever it returns is judged by the pipeline, and a status that claims a
+    fitting plan has one."""
+    p = _tiny(1)
+    plan = planners.get("milp", max_exact_tensors=2).plan(p)
+    r = simulate(p, plan, detail=False)
+    assert plan.info.status in (Status.OPTIMAL, Status.FEASIBLE), plan.info.message
+    assert r.fits and plan.info.objective == pytest.approx(r.step_time_s, rel=1e-12)
+    assert "one-micro-batch solves" in plan.info.message
+    assert r.step_time_s >= planners.get("brute").plan(p).info.objective * (1 - 1e-12)

@@ -25,7 +25,7 @@ import pytest
 
 from slackswap import CostModel, Decision, Plan, PlanError, Problem, simulate
 from slackswap.core import hardware as hw_mod
-from slackswap.core.errors import ParameterError
+from slackswap.core.errors import ConfigError, ParameterError
 from slackswap.experiments.synthetic import chain, mixed_dag
 from slackswap.models import Parallel
 from slackswap.timeline import issue_points
@@ -161,6 +161,13 @@ def test_gradient_accumulation_pp1_m3():
     assert r.peak_bytes == one.keep_all_peak == p.keep_all_peak == 3
 
 
+def _random_decisions(rng, g, ids):
+    def allowed(t):
+        x = g.tensors[t]
+        return [K] + ([S] if x.swappable else []) + ([R] if x.recomputable else [])
+    return {t: rng.choice(allowed(t)) for t in ids}
+
+
 def _same_run(a, b):
     assert a.code == b.code
     if a.code:
@@ -186,7 +193,7 @@ def test_one_stage_one_microbatch_unrolls_to_today():
         base = Problem.from_graph(g, c, min_feasible_bytes=0)
         ids = base.planning_ids
         for _ in range(12):
-            dec = {t: rng.choice((K, S, R)) for t in ids}
+            dec = _random_decisions(rng, g, ids)
             hold = {}
             if g.name == "chain":
                 hold = {t: rng.randrange(len(g.ops)) for t in ids if dec[t] == R and rng.random() < 0.5}
@@ -243,6 +250,12 @@ def test_bad_input_one_line_errors():
     g = chain(2, sizes=[1, 1], input_bytes=1)
     with pytest.raises(ParameterError, match=r"pp = 2 needs a GPU-to-GPU bandwidth.*gpu\.p2p_bandwidth"):
         Problem.from_graph(g, CostModel.unit(g), hardware=_hardware(None), parallel={"pp": 2})
+    with pytest.raises(ParameterError, match=r"pp = 2 needs .*; no hardware given \(gpu\.p2p_bandwidth"):
+        Problem.from_graph(g, CostModel.unit(g), parallel={"pp": 2})
+    with pytest.raises(ParameterError, match=r"^Problem\(parallel\): expected a models\.Parallel or None; got 'pp=2'"):
+        Problem(g, CostModel.unit(g), keep_all_peak=3, min_feasible_bytes=0, parallel="pp=2")
+    with pytest.raises(ConfigError, match=r"^parallel: microbatches: expected an integer; got nan"):
+        Problem.from_graph(g, CostModel.unit(g), parallel={"pp": 1, "microbatches": math.nan})
     with pytest.raises(ParameterError, match=r"^parallel: pp = 2 needs a GPU-to-GPU bandwidth; hardware gh200"):
         Problem.build("tiny", "gh200", parallel={"pp": 2})
     p = _problem(0)
@@ -278,3 +291,55 @@ def test_plan_issue_points_and_d2h_order_apply_to_every_microbatch():
     assert _copies(r, "d2h") == [(0, 1, 2), (1, 3, 4), (2, 11, 12), (3, 16, 17)]
     assert (r.step_time_s, r.stall_bwd_s, r.bubble_s, r.compute_s) == (25.0, 1.0, 8.0, 16.0)
     assert _compute(r)[-3:] == [("bwd:op1 mb 3", 23, 24), ("bwd:op0 mb 3", 24, 25), ("opt:optimizer", 25, 25)]
+
+
+def test_cli_shows_the_pipeline_only_for_pipelined_problems(capsys, tmp_path):
+    from slackswap import cli
+
+    out = tmp_path / "plan.json"
+    assert cli.main(["plan", "--model", "tiny", "--parallel", "pp=2,microbatches=4", "--budget", "0.5",
+                     "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "pipeline (1F1B): 4 micro-batches, up to 2 in flight, bubble" in text
+    assert cli.main(["simulate", "--plan", str(out), "--model", "tiny", "--parallel",
+                     "pp=2,microbatches=6", "--budget", "0.5"]) == 0
+    assert "pipeline (1F1B): 6 micro-batches, up to 2 in flight" in capsys.readouterr().out
+    assert cli.main(["plan", "--model", "tiny", "--budget", "0.5"]) == 0
+    assert "pipeline" not in capsys.readouterr().out
+
+
+def test_random_pipelines_fit_and_keep_the_floor():
+    """On random graphs, plans (with given issue points now and then) and budgets, every stage of
+    2-3 stages over 3-4 micro-batches: a feasible result fits its budget (actual memory never
+    exceeds accounted memory) and no peak is below the one-micro-batch floor; keep-all with no
+    limit is the ideal step (ratio 1) at the keep-all peak."""
+    rng = random.Random(11)
+    hw = _hardware(2.0)
+    checked = feasible = 0
+    for seed in range(8):
+        g = mixed_dag(seed, 5)
+        c = CostModel.unit(g, bwd_factor=1.5, duplex_factor=0.5 if seed % 2 else 1.0)
+        pp = 2 + seed % 2
+        par = Parallel(pp=pp, microbatches=pp + seed % 2, stage=seed % pp)
+        base = Problem.from_graph(g, c, hardware=hw, parallel=par)
+        keep = simulate(base, Plan({t: K for t in base.planning_ids}))
+        assert keep.throughput_ratio == 1.0 and keep.peak_bytes == base.keep_all_peak
+        assert keep.in_flight == min(pp - par.stage, par.microbatches)
+        for _ in range(6):
+            dec = _random_decisions(rng, g, base.planning_ids)
+            swapped = [t for t in base.planning_ids if dec[t] == S]
+            given = {t: len(g.ops) - 1 for t in swapped if rng.random() < 0.3}
+            plan = Plan(dec, issue_points=given)
+            for frac in (0.6, 0.8, 1.0, None):
+                try:
+                    p = base.with_budget(frac)
+                except Exception:      # below the floor
+                    continue
+                r = simulate(p, plan, detail=False)
+                checked += 1
+                if r.feasible:
+                    feasible += 1
+                    assert r.peak_bytes <= p.budget_bytes
+                    assert r.peak_bytes >= p.min_feasible_bytes
+                    assert r.step_time_s >= p.ideal_step_s - 1e-9 * p.ideal_step_s
+    assert checked >= 100 and feasible >= 50, (checked, feasible)

@@ -63,9 +63,11 @@ import numpy as np
 
 from ..core.errors import ParameterError
 from ..core.plan import Decision
+from ..core.schema import check_type
 from ..mip.aggregate.structure import prerequisites
 from ..timeline import compile_schedule
 from ..timeline.pipeline import ideal_timeline, pipeline_of
+from ..timeline.problem import Problem
 from ..timeline.schedule import BWD
 
 #: the LP's primal feasibility tolerance (HiGHS's default), in the LP's units (the step time of
@@ -94,6 +96,7 @@ def pipeline_bound(problem) -> tuple[float, str]:
     ``problem`` (one with ``timeline.pipeline.pipeline_of(problem)``), and which row gives it;
     ``(inf, why)`` when no shared plan fits the budget (module docstring). ``lower_bound`` calls
     it for every pipelined problem."""
+    check_type(problem, Problem, "pipeline_bound(problem)", "a Problem", ParameterError)
     pipe = pipeline_of(problem)
     if pipe is None:
         raise ParameterError("pipeline_bound(problem): needs a pipeline stage (a problem built with pp > 1 or "
@@ -260,6 +263,7 @@ def keep_rows(problem) -> list[tuple[dict[int, float], float]]:
     satisfies them (the module docstring's memory rows, with ``keep_t`` 1 for KEEP), so the
     ``milp`` planner adds them to the one-micro-batch exact model of a pipeline stage (docs/milp.md,
     "Pipeline stages"). Dense: for the exact model's sizes."""
+    check_type(problem, Problem, "keep_rows(problem)", "a Problem", ParameterError)
     pipe = pipeline_of(problem)
     if pipe is None:
         raise ParameterError("keep_rows(problem): needs a pipeline stage (a problem built with pp > 1 or "

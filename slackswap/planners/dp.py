@@ -45,6 +45,7 @@ from functools import cache
 
 from pydantic import Field
 
+from ..bounds.pipeline import in_flight_counts
 from ..core.errors import SlackSwapError
 from ..core.plan import Decision, Plan, Status
 from ..core.schema import PosInt, Schema
@@ -150,8 +151,10 @@ def _local_reruns(graph, dec, scope: set[int]) -> set[int]:
     return out
 
 
-def solve_states(m: _Model, budget: float) -> list[str] | None:
-    """Exact DP over (segment start, stored bytes) with Pareto fronts; None if nothing fits."""
+def solve_states(m: _Model, budget: float, stored_cap: float = math.inf) -> list[str] | None:
+    """Exact DP over (segment start, stored bytes) with Pareto fronts; None if nothing fits.
+    ``stored_cap``: the plan's stored bytes (the DP's ``mem`` at the end of the chain) at most
+    this (a pipeline stage: what each micro-batch in flight holds)."""
     n = len(m.bl)
     if n == 0:
         return []
@@ -185,9 +188,10 @@ def solve_states(m: _Model, budget: float) -> list[str] | None:
                     cur = fronts[e].get(new_mem)
                     if cur is None or tot < cur[0]:
                         fronts[e][new_mem] = (tot, (c, mem, st))
-    if not fronts[n]:
+    ends = [k for k in fronts[n] if k <= stored_cap]
+    if not ends:
         return None
-    mem = min(fronts[n], key=lambda k: (fronts[n][k][0], k))
+    mem = min(ends, key=lambda k: (fronts[n][k][0], k))
     states = [NONE] * n
     e = n
     while e > 0:
@@ -253,21 +257,25 @@ class DPCheckpoint(Parameterised):
 
     def _pipeline_fit(self, problem, m: _Model) -> dict | None:
         """A pipeline stage (docs/planners.md, "Planning a pipeline stage"): the DP's memory model
-        is one micro-batch's, while up to ``in_flight`` micro-batches hold their kept tensors at
-        once. So the DP is solved at one-micro-batch limits found by bisection between 0 and the
-        budget (``max_rounds`` solves at most, the budget itself first), each plan judged by the
-        pipeline's simulation: a plan that fits raises the low end (more memory for a faster
-        plan), one that does not lowers the high end. Returns the fastest plan that fits (ties:
+        is one micro-batch's, while up to ``q + 1`` micro-batches hold their stored tensors at
+        once (``q``: the most other micro-batches in flight at a backward pass). So the DP is
+        solved with a cap ``S`` on the stored bytes and the one-micro-batch limit
+        ``budget - q * S``, ``S`` found by bisection between 0 and the bytes keep-all stores
+        (``max_rounds`` solves at most, the largest first), each plan judged by the pipeline's
+        simulation: a plan that fits raises the low end (more stored bytes, fewer re-runs), one
+        that does not, or no plan, lowers the high end. Returns the fastest plan that fits (ties:
         the first found), None when none did."""
-        lo, hi = 0.0, float(problem.budget_bytes)
+        q = in_flight_counts(pipeline_of(problem).order)[1]
+        budget = float(problem.budget_bytes)
+        lo, hi = 0.0, float(sum(m.full))
         best, seen = None, {}
         for i in range(self.max_rounds):
-            limit = hi if i == 0 else 0.5 * (lo + hi)
             if i and hi - lo < 1:
                 break
-            states = solve_states(m, limit)
-            if states is None:          # nothing under this limit in the model: more memory
-                lo = limit
+            cap = hi if i == 0 else 0.5 * (lo + hi)
+            states = solve_states(m, budget - q * cap, cap)
+            if states is None:          # nothing under this cap and limit in the model
+                hi = cap
                 continue
             key = tuple(states)
             if key not in seen:
@@ -277,9 +285,9 @@ class DPCheckpoint(Parameterised):
                 if r.fits and (best is None or r.step_time_s < best[0]):
                     best = (r.step_time_s, cand)
             if seen[key]:
-                lo = limit
+                lo = cap
             else:
-                hi = limit
+                hi = cap
         return None if best is None else best[1]
 
 

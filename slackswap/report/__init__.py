@@ -462,7 +462,10 @@ def plan_summary(problem, plan, result) -> list[str]:
         f"({'fits' if r.fits else 'DOES NOT FIT'}); static {format_bytes(problem.static_bytes)}",
         f"  stall {format_seconds(r.stall_s)} (fwd {format_seconds(r.stall_fwd_s)}, bwd "
         f"{format_seconds(r.stall_bwd_s)}), recompute {format_seconds(r.recompute_s)}, "
-        f"swapped {format_bytes(r.swapped_bytes)} each way"] + _host_lines(problem, r)
+        f"swapped {format_bytes(r.swapped_bytes)} each way"] + ([
+        f"  pipeline (1F1B): {r.microbatches} micro-batches, up to {r.in_flight} in flight, "
+        f"bubble {format_seconds(r.bubble_s)} (waits for the other stages)"] if r.microbatches > 1 else []) \
+        + _host_lines(problem, r)
 
 
 def _host_lines(problem, r) -> list[str]:

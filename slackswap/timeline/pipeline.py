@@ -19,6 +19,7 @@ arrival times: the other stages are balanced and ideal (``ideal_timeline``).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -75,6 +76,7 @@ class Pipeline:
         return one_f_one_b(self.stages, self.stage, self.microbatches)
 
 
+@functools.lru_cache(maxsize=256)
 def one_f_one_b(p: int, s: int, m: int) -> tuple[tuple[str, int], ...]:
     """The passes of stage ``s`` of ``p`` over ``m`` micro-batches in 1F1B order."""
     w = min(p - s - 1, m)
@@ -85,13 +87,14 @@ def one_f_one_b(p: int, s: int, m: int) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=64)
 def ideal_timeline(p: int, m: int, fwd_s: float, bwd_s: float, send_s: float):
     """The ideal 1F1B timeline of ``p`` balanced stages: every forward pass takes ``fwd_s``, every
     backward pass ``bwd_s``, a send ``send_s``. Each stage runs its passes in 1F1B order, each as
     soon as the stage is free and its input has arrived: the forward of (i, k) after the end of
     the forward of (i - 1, k) plus a send, the backward of (i, k) after the end of the backward of
     (i + 1, k) plus a send (the last stage's after its own forward of k). Returns the ends
-    ``(fwd_end, bwd_end)``, two p x m arrays."""
+    ``(fwd_end, bwd_end)``, two p x m arrays (cached: read them, do not change them)."""
     orders = [one_f_one_b(p, i, m) for i in range(p)]
     fend = np.full((p, m), np.nan)
     bend = np.full((p, m), np.nan)
@@ -146,10 +149,10 @@ def make_pipeline(graph, parallel, hardware) -> Pipeline | None:
     if pp > 1:
         bw = getattr(getattr(hardware, "gpu", None), "p2p_bytes_per_s", None)
         if not bw:
-            name = getattr(hardware, "name", None) or "(none given)"
+            name = getattr(hardware, "name", None)
+            which = f"hardware {name} gives none" if hardware is not None else "no hardware given"
             raise ParameterError(f"parallel: pp = {pp} needs a GPU-to-GPU bandwidth to send the stage "
-                                 f"boundary activation; hardware {name} gives none "
-                                 "(gpu.p2p_bandwidth, docs/hardware.md)")
+                                 f"boundary activation; {which} (gpu.p2p_bandwidth, docs/hardware.md)")
         send = boundary_bytes(graph, parallel) / float(bw)
     return Pipeline(pp, parallel.stage, m, send)
 
@@ -169,6 +172,16 @@ def pipeline_of(problem) -> Pipeline | None:
     if pipe is _NOT_YET:
         pipe = d["_pipeline"] = make_pipeline(problem.graph, par, problem.hardware)
     return pipe
+
+
+def _tiled(arrays, name: str, m: int) -> np.ndarray:
+    """``getattr(arrays, name)`` repeated m times (per tensor: one row per micro-batch), kept on
+    ``arrays`` (the core's arrays of one graph or cost model, built once per object)."""
+    key = f"_tiled_{name}_{m}"
+    v = arrays.__dict__.get(key)
+    if v is None:
+        v = arrays.__dict__[key] = np.tile(getattr(arrays, name), m)
+    return v
 
 
 class PipelineRun:
@@ -215,53 +228,60 @@ class PipelineRun:
         late_f = sum(1 for x, _ in order[first_b:] if x == "F")
         G = m * n + late_f * n      # issue stages: every backward stage, every forward step after B0
         GS = m * (L - 1) + 1
-        gmap = np.empty((m, L), np.int64)       # local step -> global step, per micro-batch
+        # where each pass starts (global step) and how many issue stages come before it
+        fpos = np.empty(m, np.int64)
+        bpos = np.empty(m, np.int64)
+        fc = np.full(m, -1, np.int64)           # -1: a forward pass before the first backward
+        bc = np.empty(m, np.int64)
+        pos = c = 0
+        started = False
+        for x, k in order:
+            if x == "F":
+                fpos[k] = pos
+                pos += n
+                if started:
+                    fc[k] = c
+                    c += n
+            else:
+                started = True
+                bpos[k] = pos
+                pos += nb
+                bc[k] = c
+                c += n
+        ar_n = np.arange(n)
+        fidx = fpos[:, None] + ar_n                       # (m, n) global forward steps
+        bidx = bpos[:, None] + np.arange(nb)              # (m, nb) global backward-pass steps
+        gmap = np.empty((m, L), np.int64)                 # local step -> global step
+        gmap[:, :n] = fidx
+        gmap[:, n:L - 1] = bidx
         gkind = np.empty(GS, np.int64)
         gop = np.empty(GS, np.int64)
         gstage = np.empty(GS, np.int64)
         gneed = np.full(GS, -1, np.int64)
         gfirst = np.empty(G, np.int64)
-        gstage_of = np.empty((m, n), np.int64)  # local backward stage -> global issue stage
         mb_step = np.empty(GS, np.int64)
-        fwd_idx = np.arange(n)
-        pos = c = 0
-        started = False
-        bk, bop, bst = kind[n:L - 1], op[n:L - 1], stage[n:L - 1]
+        gkind[fidx] = core.K_FWD
+        gkind[bidx] = kind[n:L - 1]
+        gop[fidx] = op[:n]
+        gop[bidx] = op[n:L - 1]
+        late = fc >= 0                  # a forward step between backward passes: its own stage
+        fst = G - 1 - fc[:, None] - ar_n
+        gstage[fidx] = np.where(late[:, None], fst, G)
+        gfirst[fst[late]] = fidx[late]
+        gstage[bidx] = G - n - bc[:, None] + stage[n:L - 1]
+        gstage_of = G - n - bc[:, None] + ar_n          # local backward stage -> global
         bneed = need_pos[n:L - 1]
-        for x, k in order:
-            if x == "F":
-                idx = np.arange(pos, pos + n)
-                gmap[k, :n] = idx
-                gkind[idx] = core.K_FWD
-                gop[idx] = op[:n]
-                if started:         # a forward step between backward passes: its own issue stage
-                    st = G - 1 - c - fwd_idx
-                    gstage[idx] = st
-                    gfirst[st] = idx
-                    c += n
-                else:
-                    gstage[idx] = G
-                pos += n
-            else:
-                started = True
-                idx = np.arange(pos, pos + nb)
-                gmap[k, n:L - 1] = idx
-                gkind[idx] = bk
-                gop[idx] = bop
-                gstage[idx] = G - n - c + bst
-                gstage_of[k] = G - n - c + np.arange(n)
-                gneed[idx] = np.where(bneed >= 0, bneed + k * nh, -1)
-                c += n
-                pos += nb
-            mb_step[idx] = k
+        ks = np.arange(m, dtype=np.int64)[:, None]
+        gneed[bidx] = np.where(bneed >= 0, bneed + ks * nh, -1)
+        mb_step[fidx] = ks
+        mb_step[bidx] = ks
         gmap[:, L - 1] = gmap[:, L - 2] if L >= 2 else 0   # step inputs: until the last backward step
         gmap[m - 1, L - 1] = GS - 1                         # ... the last micro-batch's until the optimizer
         gkind[GS - 1] = core.K_OPT
         gop[GS - 1] = -1
         gstage[GS - 1] = -1
         mb_step[GS - 1] = -1
-        for k in range(m):
-            gfirst[gstage_of[k]] = gmap[k, stage_first]
+        gfirst[gstage_of] = gmap[:, stage_first]
 
         def steps_of(local):   # local steps (-1: none) of every tensor -> global, per micro-batch
             return np.where(local >= 0, gmap[:, np.maximum(local, 0)], -1).ravel()
@@ -309,9 +329,9 @@ class PipelineRun:
         (self.code, self.a, self.x, self.S, self.E, self.d2h_start, self.d2h_end, self.h2d_start,
          self.h2d_end, self.issue, self.stall_f, self.stall_b, self.recompute, self.bubble,
          self.times, self.curve) = core.time_core(
-            G, gkind, gop, gstage, gneed, gfirst, giva, givf, givb, np.tile(ga.bytes, m), pstep,
+            G, gkind, gop, gstage, gneed, gfirst, giva, givf, givb, _tiled(ga, "bytes", m), pstep,
             self.sw_lf, fu, lu, self.hq, self.q, self.given_t, self.given_k, ca.fwd, ca.bwd,
-            np.tile(ca.d2h, m), np.tile(ca.h2d, m), ca.opt, ca.duplex, budget, tol,
+            _tiled(ca, "d2h", m), _tiled(ca, "h2d", m), ca.opt, ca.duplex, budget, tol,
             arr_fix, arr_from, arr_add)
         self.kind, self.op, self.stage, self.mb_step = gkind, gop, gstage, mb_step
         self.ga, self.g, self.nt = ga, g, nt

@@ -65,6 +65,9 @@ class Problem:
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ParameterError(f"Problem({name}): must be a whole number of bytes >= 0, got {v!r} "
                                      f"(Problem.from_graph computes it from the graph and its costs)")
+        if self.parallel is not None and not isinstance(self.parallel, models.Parallel):
+            raise ParameterError(f"Problem(parallel): expected a models.Parallel or None; got "
+                                 f"{self.parallel!r} (Problem.from_graph also takes a dict of its keys)")
         b = self.budget_bytes
         if isinstance(b, bool) or not isinstance(b, (int, float)) or math.isnan(b) or b <= 0:
             raise BudgetError(f"budget_bytes: must be a positive number of bytes or inf, got {b!r}")
@@ -108,8 +111,9 @@ class Problem:
         cm = costs_mod.build(graph, hw, mode=cost_mode, profile=profile,
                              gpus=1 if parallel is None else parallel.gpus)
         # measured here and passed in: Problem holds data (a pipeline stage: its 1F1B timeline's)
-        peak = keep_all_peak_of(graph, cm, make_pipeline(graph, parallel, hw))
-        base = budget_base_of(graph, cm, peak)
+        pipe = make_pipeline(graph, parallel, hw)
+        peak = keep_all_peak_of(graph, cm, pipe)
+        base = budget_base_of(graph, cm, peak, pipe)
         p = cls(graph, cm, resolve_budget(budget, base), hw, keep_all_peak=peak,
                 min_feasible_bytes=memory_floor(graph)[0], budget_base=None if base == peak else base,
                 parallel=None if parallel is None or parallel.is_default else parallel)
@@ -133,8 +137,9 @@ class Problem:
         parallel = models.as_parallel(parallel)
         parallel = None if parallel is None or parallel.is_default else parallel
         floor = memory_floor(graph)[0] if min_feasible_bytes is None else min_feasible_bytes
-        peak = keep_all_peak_of(graph, costs, make_pipeline(graph, parallel, hardware))
-        base = budget_base_of(graph, costs, peak)
+        pipe = make_pipeline(graph, parallel, hardware)
+        peak = keep_all_peak_of(graph, costs, pipe)
+        base = budget_base_of(graph, costs, peak, pipe)
         return cls(graph, costs, budget_bytes, hardware, keep_all_peak=peak,
                    min_feasible_bytes=floor, budget_base=None if base == peak else base,
                    parallel=parallel)
@@ -144,6 +149,9 @@ class Problem:
         (``CapacityWarning``) when static memory plus a finite budget exceed the GPU's memory
         (not for None: planners probe the unlimited problem; ``Problem.build`` warned already)."""
         p = replace(self, budget_bytes=resolve_budget(budget, self.budget_base_bytes))
+        for key in ("_pipeline", "_pipeline_ideal_s"):   # the budget changes neither
+            if key in self.__dict__:
+                p.__dict__[key] = self.__dict__[key]
         if math.isfinite(p.budget_bytes):
             for text in p.memory_warnings:
                 warnings.warn(text, CapacityWarning, stacklevel=2)
@@ -236,7 +244,8 @@ class Problem:
                 + "".join(f"\n  WARNING: {w}" for w in self.memory_warnings))
 
 
-def budget_base_of(graph: Graph, costs: CostModel, keep_all_peak: int | None = None) -> int:
+def budget_base_of(graph: Graph, costs: CostModel, keep_all_peak: int | None = None,
+                   pipeline=None) -> int:
     """What a fractional budget of ``graph``'s problem is a fraction of (docs/models.md, "Workload"),
     from its spec's ``budget_scope``, ``budget_logits`` and ``budget_param_grads`` (a graph without
     a spec: the keep-all peak):
@@ -249,18 +258,20 @@ def budget_base_of(graph: Graph, costs: CostModel, keep_all_peak: int | None = N
     * ``budget_param_grads = True``: plus ``GRAD_BYTES_PER_PARAM`` bytes per parameter on the GPU.
 
     The defaults (``"step"``, True, False) give ``keep_all_peak`` itself, with no extra work.
+    ``pipeline`` (a pipeline stage, ``timeline.pipeline``): the step-scope peaks are those of its
+    1F1B timeline; the forward scope stays one micro-batch's forward.
     """
     spec = graph.spec
     scope = getattr(spec, "budget_scope", "step")
     logits = getattr(spec, "budget_logits", True)
     grads = getattr(spec, "budget_param_grads", False)
     if keep_all_peak is None:
-        keep_all_peak = keep_all_peak_of(graph, costs)
+        keep_all_peak = keep_all_peak_of(graph, costs, pipeline)
     if scope == "step" and logits and not grads:
         return int(keep_all_peak)
     g = graph if logits else _without_logits(graph)
     if scope == "step":
-        base = keep_all_peak if g is graph else keep_all_peak_of(g, costs)
+        base = keep_all_peak if g is graph else keep_all_peak_of(g, costs, pipeline)
     else:
         keep = {t.id: Decision.KEEP for t in g.planning_tensors()}
         steps = memory_bound(_GraphOnly(g), keep)

@@ -60,7 +60,11 @@ def plan_pipeline(planner, problem, warm, src: str, wall, deadline: float | None
     budget = float(problem.budget_bytes)
     # exact: bisect the margin taken off the in-flight rows' right-hand sides (0 first); beyond:
     # the one-micro-batch budget (the stage's first)
-    lo, hi = (0.0, budget) if exact else (float(problem.min_feasible_bytes), max(float(problem.min_feasible_bytes), budget))
+    if exact:
+        lo, hi = 0.0, budget
+    else:   # a one-micro-batch budget at or above its keep-all peak gives keep-all: the warm start's
+        lo = float(problem.min_feasible_bytes)
+        hi = max(lo, min(budget, one_micro_batch(problem, math.inf).keep_all_peak - 1.0))
     solves, tried = 0, set()
     for i in range(PIPELINE_ROUNDS):
         if best is not None and _gap(best_s, bound) <= planner.mip_rel_gap:
@@ -112,10 +116,12 @@ def _solve_one(planner, problem, limit: float, deadline: float | None, rows) -> 
     ``rows`` (``(name, {tensor: coefficient}, rhs)``: ``sum coefficient * keep <= rhs``) added to
     its exact model, as a plan of the stage (its decisions, hold points and D2H order; its issue
     points are one micro-batch's and are left to the simulator's default), or None when it has
-    none. Without a warm start, cutoff or chain recursion: a one-micro-batch plan need not
-    satisfy the rows."""
+    none. With rows: without a warm start, cutoff or chain recursion (a one-micro-batch plan need
+    not satisfy the rows)."""
     params = dict(planner.params)
-    params.update(write_lp=None, warm_start=False, cutoff=False, chain_recursion=False)
+    params["write_lp"] = None
+    if rows:
+        params.update(warm_start=False, cutoff=False, chain_recursion=False)
     if deadline is not None:
         left = deadline - time.perf_counter()
         if left < 2.0:
