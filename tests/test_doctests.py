@@ -15,7 +15,7 @@ import pytest
 import slackswap
 
 EXAMPLES = {
-    "slackswap.experiments.runs": 5, "slackswap.experiments.gaps": 3, "slackswap.core.graph": 3, "slackswap.core.hardware": 6,
+    "slackswap.experiments.runs": 5, "slackswap.experiments.gaps": 3, "slackswap.core.graph": 3, "slackswap.core.hardware": 12,
     "slackswap.mip.model": 4, "slackswap.models": 4, "slackswap.models.spec": 3,
     "slackswap.models.transformer": 3, "slackswap.models.parallel": 3, "slackswap.models.presets": 2, "slackswap.planners.base": 3,
     "slackswap.planners.dp": 1, "slackswap.planners.milp.milp_planner": 2,
@@ -23,7 +23,7 @@ EXAMPLES = {
     "slackswap.core.schema": 2, "slackswap.experiments.synthetic": 7, "slackswap.torch.executor": 9,
     "slackswap.torch.hf_trace": 2, "slackswap.torch.measured_costs": 2, "slackswap.torch.trace": 5,
     "slackswap.core.units": 4, "slackswap.core.limits": 5, "slackswap.core.costmodel": 3,
-    "slackswap.torch.accounting": 3, "slackswap.torch.checkpoint_policy": 6,
+    "slackswap.torch.accounting": 3, "slackswap.torch.checkpoint_policy": 6, "slackswap.timeline.host": 3,
     "slackswap.timeline.pipeline": 1,
 }
 

@@ -30,6 +30,11 @@ def test_one_gpu_alone_gets_the_full_link():
     n = _node()
     assert (n.copying(1), n.per_switch(1)) == (1, 1)
     assert n.share(25 * GB, 1) == 25 * GB
+    # alone, its link is its path to host memory, whatever link it is given (link ablations)
+    assert n.share(50 * GB, 1) == 50 * GB
+    assert _node(switch_bytes_per_s=10 * GB, host_memory_bytes_per_s=10 * GB).share(50 * GB, 1) == 50 * GB
+    hw = hardware.load("a100-80gb", link="pcie5")
+    assert hw.copy_link(1) is hw.link and hw.copy_link(2).d2h_bytes_per_s == 12.5 * GB
 
 
 def test_two_gpus_on_one_switch_each_get_half_the_uplink():
@@ -64,6 +69,9 @@ def test_presets_dgx_a100_halves_the_link_for_8_gpus_and_dgx_h100_does_not():
     assert (shared.d2h_bytes_per_s, shared.h2d_bytes_per_s) == (12.5 * GB, 12.5 * GB)
     assert (shared.latency_s, shared.duplex_factor) == (a100.link.latency_s, a100.link.duplex_factor)
     assert a100.with_node(gpus_per_switch=1).copy_link(8) is a100.link          # 409.6 / 8 > 25
+    # one GPU per switch: its uplink is not shared; only host memory is (8 x 20 > 100)
+    solo = a100.with_node(gpus_per_switch=1, switch_bandwidth="1GB/s", host_memory_bandwidth="100GB/s")
+    assert solo.copy_link(8).d2h_bytes_per_s == 12.5 * GB and solo.copy_link(4).d2h_bytes_per_s == 25 * GB
     assert a100.with_node(copying_gpus=1).copy_link(8) is a100.link
     assert h100.with_node(gpus_per_switch=2).copy_link(8).d2h_bytes_per_s == 25 * GB
 
@@ -78,6 +86,21 @@ def test_copy_times_in_the_cost_model_follow_the_share():
     assert shared.d2h_s == shared.h2d_s == (0.0, lat + 1000 / 12.5e9, lat + 2000 / 12.5e9, 0.0)
     assert shared.fwd_s == alone.fwd_s and shared.duplex_factor == alone.duplex_factor
     assert costs.build(g, hw, gpus=2) == shared
+
+
+def test_measured_costs_share_the_hardware_link_not_the_profiles():
+    from slackswap.core import profile
+    from slackswap.core.paths import data_dir
+
+    example = data_dir() / "profiles" / "example.json"   # op times only; copy times from a link
+    g, own = profile.load(example)
+    hw = hardware.load("a100-80gb")
+    t = g.tensors[3]
+    shared = costs.measured(g, example, hw, gpus=8)
+    assert shared.d2h_s[3] == shared.h2d_s[3] == hw.link.latency_s + t.bytes / 12.5e9
+    assert shared.fwd_s == own.fwd_s
+    assert costs.measured(g, example, hw) == costs.measured(g, example, hw.with_node(None), gpus=8)
+    assert costs.build(g, hw, mode="measured", profile=example, gpus=8) == shared
 
 
 def test_problem_build_shares_the_link_among_the_jobs_gpus():
@@ -142,8 +165,8 @@ def test_host_bytes_over_pinned_capacity_do_not_fit():
     over = _swap_all_worked_example(hw.with_node(pinned_capacity=11))
     assert not over.feasible and not over.fits and over.throughput_ratio == 0.0
     assert math.isinf(over.step_time_s) and over.host_peak_bytes == 6 and over.peak_bytes == 6
-    assert over.reason.startswith("node.pinned_capacity: 2 GPU(s) x 6 bytes held on the host at once = 12 bytes")
-    assert "> 11 bytes" in over.reason and "\n" not in over.reason
+    assert over.reason == ("node.pinned_capacity: 2 GPU(s) x 6 bytes held on the host at once = 12 bytes (12 B) "
+                           "> 11 bytes (11 B)")   # as in docs/timeline.md, "Host memory"
     alone = _swap_all_worked_example(hw.with_node(pinned_capacity=11, copying_gpus=1))   # 1 x 6 <= 11
     assert alone.feasible
 

@@ -77,15 +77,16 @@ def _models(args, console) -> int:
 def _hardware(args, console) -> int:
     from ..core import hardware  # lazy: start-up cost of the command line
 
-    cols = ["name", "GPU", "peak bf16", "HBM", "memory", "GPU-GPU", "link", "d2h", "h2d", "latency"]
-    t = _table("Hardware presets (data/hardware)", cols, set(cols) - {"name", "GPU", "link"})
+    cols = ["name", "GPU", "peak bf16", "HBM", "memory", "GPU-GPU", "link", "d2h", "h2d", "latency", "node"]
+    t = _table("Hardware presets (data/hardware)", cols, set(cols) - {"name", "GPU", "link", "node"})
     for name in hardware.available():
         hw = hardware.load(name)
-        g, lk = hw.gpu, hw.link
+        g, lk, nd = hw.gpu, hw.link, hw.node
         t.add_row(name, g.name, f"{g.peak('bf16') / 1e12:.0f} TFLOP/s", f"{g.hbm_bytes_per_s / 1e12:.2f} TB/s",
                   format_bytes(g.memory_bytes), format_rate(g.p2p_bytes_per_s) if g.p2p_bytes_per_s else "-",
                   lk.name, format_rate(lk.d2h_bytes_per_s), format_rate(lk.h2d_bytes_per_s),
-                  format_seconds(lk.latency_s))
+                  format_seconds(lk.latency_s),
+                  "-" if nd is None else f"{nd.gpus_per_node} GPUs, {nd.gpus_per_switch} per switch")
     print_table(console, t)
     console.print(f"link presets: {', '.join(hardware.available_links())}")
     return 0

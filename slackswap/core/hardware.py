@@ -202,9 +202,16 @@ class Node:
 
     def share(self, bandwidth: float, gpus: int = 1) -> float:
         """One GPU's bandwidth per direction when its neighbours copy too: ``min(bandwidth,
-        switch / per_switch, host_memory / copying)`` (``bandwidth``: its own link's)."""
-        return min(bandwidth, self.switch_bytes_per_s / self.per_switch(gpus),
-                   self.host_memory_bytes_per_s / self.copying(gpus))
+        switch / per_switch, host_memory / copying)`` (``bandwidth``: its own link's), each
+        term only where it is shared (``per_switch > 1``, ``copying > 1``): a GPU's own path
+        to host memory is what its link's bandwidth describes, so one alone gets its link."""
+        n, k = self.copying(gpus), self.per_switch(gpus)
+        out = bandwidth
+        if k > 1:
+            out = min(out, self.switch_bytes_per_s / k)
+        if n > 1:
+            out = min(out, self.host_memory_bytes_per_s / n)
+        return out
 
 
 def _check_count(name: str, value, what: str = "") -> None:

@@ -44,10 +44,12 @@ def check_capacity(problem, result):
     marked infeasible (``feasible=False``, times ``inf``) with a reason naming
     ``node.pinned_capacity`` and the bytes."""
     node = getattr(getattr(problem, "hardware", None), "node", None)
-    if node is None or not result.feasible or result.host_peak_bytes == 0:
+    if node is None or not result.feasible:
         return result
     parallel = getattr(problem, "parallel", None)
     gpus = node.copying(1 if parallel is None else parallel.gpus)
+    if result.swapped_bytes * gpus <= node.pinned_capacity_bytes:   # the peak is at most all swapped
+        return result
     need = result.host_peak_bytes * gpus
     if need <= node.pinned_capacity_bytes:
         return result

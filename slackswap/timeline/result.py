@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from ..core.errors import SlackSwapError
 from ..core.paths import check_output, prepare_output
+from .host import peak_bytes
 
 
 @dataclass(frozen=True)
@@ -47,13 +49,20 @@ class SimResult:
     memory_times: np.ndarray = field(default_factory=lambda: np.zeros(0))
     memory_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
     reason: str = ""
-    #: swapped bytes of this GPU held on the host at once (docs/timeline.md, "Host memory")
-    host_peak_bytes: int = 0
     #: a pipeline stage's step (docs/timeline.md, "Pipeline stages (1F1B)"): its micro-batches,
     #: the most of them in flight at once, and the time the stage waited for the other stages
     microbatches: int = 1
     in_flight: int = 1
     bubble_s: float = 0.0
+    #: the run's copies, ``timeline.host.peak_bytes``'s arguments: ``host_peak_bytes`` is
+    #: computed from them when first read (empty: nothing swapped)
+    host_copies: tuple = field(default=(), repr=False, compare=False)
+
+    @cached_property
+    def host_peak_bytes(self) -> int:
+        """Swapped bytes of this GPU held on the host at once: each from the start of its D2H
+        copy to the end of its H2D copy (docs/timeline.md, "Host memory")."""
+        return peak_bytes(*self.host_copies) if self.host_copies else 0
 
     @property
     def throughput_ratio(self) -> float:

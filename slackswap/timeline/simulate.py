@@ -22,7 +22,7 @@ import numpy as np
 
 from ..core.errors import PlanError
 from ..core.plan import Decision, Plan, validate
-from .host import check_capacity, peak_bytes
+from .host import check_capacity
 from .pipeline import PipelineRun, in_flight_max, pipeline_of
 from .reference import default_issue_points, time_tolerance
 from .result import Event, SimResult
@@ -245,7 +245,7 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
         swapped_bytes=int(run.ga.bytes[run.sw_lf >= 0].sum()), counts=run.counts(), events=events,
         memory_times=run.times if detail else np.zeros(0),
         memory_bytes=run.curve if detail else np.zeros(0), reason="",
-        host_peak_bytes=peak_bytes(run.ga.bytes, run.q, run.d2h_start, run.hq, run.h2d_end, step_time)))
+        host_copies=(run.ga.bytes, run.q, run.d2h_start, run.hq, run.h2d_end, step_time)))
 
 
 def _simulate_pipeline(problem, plan, detail, schedule, regions, pipe) -> SimResult:
@@ -277,9 +277,6 @@ def _simulate_pipeline(problem, plan, detail, schedule, regions, pipe) -> SimRes
     events: tuple[Event, ...] = ()
     if detail:
         events = _events(run, run.nt, run.mb_step)
-    # tensor k * nt + t of the unrolled run is tensor t of micro-batch k
-    host_peak = peak_bytes(np.tile(run.ga.bytes, pipe.microbatches), run.q, run.d2h_start, run.hq,
-                           run.h2d_end, step_time)
     return check_capacity(problem, SimResult(
         feasible=True, step_time_s=step_time, ideal_step_time_s=problem.ideal_step_s,
         peak_bytes=int(run.curve.max()) if run.curve.size else 0,
@@ -290,7 +287,9 @@ def _simulate_pipeline(problem, plan, detail, schedule, regions, pipe) -> SimRes
         counts=run.counts(), events=events,
         memory_times=run.times if detail else np.zeros(0),
         memory_bytes=run.curve if detail else np.zeros(0), reason="", bubble_s=bubble,
-        host_peak_bytes=host_peak, **extra))
+        # tensor k * nt + t of the unrolled run is tensor t of micro-batch k
+        host_copies=(np.tile(run.ga.bytes, pipe.microbatches), run.q, run.d2h_start, run.hq, run.h2d_end,
+                     step_time), **extra))
 
 
 def _simulate_regions(problem, plan, detail, schedule, regions, swap) -> SimResult:
