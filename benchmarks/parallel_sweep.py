@@ -19,8 +19,8 @@ published setting, the others stay as published:
   0.5 of that stage's own keep-all peak);
 * ``GPUs per switch``: how many GPUs of the node share one PCIe switch's uplink to the host
   (``Hardware.with_node(gpus_per_switch=g)``, docs/hardware.md, "The node: GPUs sharing a
-  host"), at the published
-  pipeline. ``llama-2-7b-fsdp-8gpu`` (no pipeline) is swept on this axis only.
+  host"), at the published pipeline. ``llama-2-7b-fsdp-8gpu`` (no pipeline) is swept on this
+  axis only.
 
 Per row: the throughput ratio (ideal step / simulated step, 0 when the plan does not fit) of
 ``slack``; of the best recompute-only plan (``dp-checkpoint``, ``checkpoint-layers`` and ``slack``
