@@ -68,6 +68,24 @@ def test_the_bound_holds_against_brute_force(seed):
             assert capacity_bound(p) == lb
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_bound_holds_with_three_stages_slow_sends_and_duplex(seed):
+    """As above with pp = 3 (every stage), sends of 2 s (a 2-byte/s GPU link), an optimizer
+    step and a duplex factor of 0.5."""
+    hw = replace(HW, gpu=replace(HW.gpu, p2p_bytes_per_s=2.0))
+    g = _graph(seed)
+    c = replace(_costs(g, (0.3, 1.5, 6.0)[seed % 3]), optimizer_s=0.5, duplex_factor=0.5)
+    m = 3 + seed % 2
+    for stage in range(3):
+        base = Problem.from_graph(g, c, math.inf, hw, parallel=Parallel(pp=3, stage=stage, microbatches=m))
+        assert base.pipeline.send_s > 0
+        for b in (base.min_feasible_bytes, (base.min_feasible_bytes + base.keep_all_peak) // 2):
+            p = base.with_budget(b)
+            lb = lower_bound(p)[0]
+            best = planners.get("brute").plan(p)
+            assert lb <= (best.info.objective if best.info.status is Status.OPTIMAL else math.inf)
+
+
 def test_the_bound_is_above_the_ideal_step_where_copies_are_slow():
     """The LP is not the ideal step in disguise: on these cases it proves more (and brute's
     optimum is above it, as every case of the test above checks)."""
