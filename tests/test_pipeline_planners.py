@@ -13,7 +13,13 @@ import pytest
 
 from slackswap import planners
 from slackswap.bounds import capacity_bound, gap, lower_bound
-from slackswap.bounds.pipeline import in_flight_counts, keep_rows, path_constants, pipeline_bound
+from slackswap.bounds.pipeline import (
+    in_flight_counts,
+    keep_rows,
+    path_constants,
+    pipeline_bound,
+    tail_constants,
+)
 from slackswap.core import hardware as hw_mod
 from slackswap.core.costs import CostModel
 from slackswap.core.errors import ParameterError
@@ -86,6 +92,43 @@ def test_the_bound_holds_with_three_stages_slow_sends_and_duplex(seed):
             assert lb <= (best.info.objective if best.info.status is Status.OPTIMAL else math.inf)
 
 
+def test_the_bound_holds_for_random_plans_with_hold_points():
+    """Random shared plans (with random hold points on their RECOMPUTE tensors: multi-level
+    plans, which brute does not try) on random stages (pp 1 to 3, any stage, 2 to 5
+    micro-batches): every plan that fits is no faster than the bound."""
+    import random
+
+    from slackswap.core.errors import SlackSwapError
+
+    rng = random.Random(7)
+    fitted = 0
+    for seed in range(20):
+        g = (syn.chain(6, sizes=[rng.randint(1, 4) for _ in range(6)], input_bytes=1) if seed % 3 == 0
+             else _graph(seed) if seed % 3 == 1 else syn.mixed_dag(seed, 6))
+        c = _costs(g, rng.choice([0.3, 1.0, 4.0]))
+        pp = rng.choice([1, 2, 3])
+        base = _stage(g, c, rng.randrange(pp), max(2, pp + rng.randint(0, 2)), pp)
+        for _ in range(2):
+            p = base.with_budget(rng.randint(base.min_feasible_bytes, base.keep_all_peak))
+            lb = lower_bound(p)[0]
+            for _ in range(20):
+                dec = {}
+                for t in p.planning_ids:
+                    tt = g.tensors[t]
+                    dec[t] = rng.choice([Decision.KEEP] + [Decision.SWAP] * tt.swappable
+                                        + [Decision.RECOMPUTE] * tt.recomputable)
+                hold = {t: rng.randrange(len(g.ops)) for t, d in dec.items()
+                        if d is Decision.RECOMPUTE and rng.random() < 0.5}
+                try:
+                    r = simulate(p, Plan(dec, hold_points=hold), detail=False)
+                except SlackSwapError:      # a hold point the plan cannot have
+                    continue
+                if r.fits:
+                    fitted += 1
+                    assert r.step_time_s >= lb, (g.name, p.pipeline, p.budget_bytes)
+    assert fitted > 200
+
+
 def test_the_bound_is_above_the_ideal_step_where_copies_are_slow():
     """The LP is not the ideal step in disguise: on these cases it proves more (and brute's
     optimum is above it, as every case of the test above checks)."""
@@ -129,6 +172,19 @@ def test_the_passes_paths_give_the_ideal_step():
     consts = path_constants(p.costs, p.pipeline)
     assert consts[-1] == pytest.approx(3 * (4 + 4))     # three micro-batches in a row, no optimizer time
     assert all(x == -math.inf for x in consts[:-1])
+
+
+def test_the_tails_from_the_first_pass_give_the_ideal_step_of_stage_zero():
+    """Stage 0 waits for no input: every path starts with its first forward pass, so that pass
+    plus the longest tail after it is the keep-all timeline's end."""
+    g = syn.chain(8, input_bytes=1)
+    c = replace(CostModel.unit(g), optimizer_s=0.5)
+    for pp, m in ((2, 3), (4, 5), (4, 8), (1, 3)):
+        p = _stage(g, c, 0, m, pp)
+        tail = tail_constants(p.costs, p.pipeline)
+        assert len(tail) == 2 * m
+        assert sum(p.costs.fwd_s) + max(tail[0]) == pytest.approx(p.ideal_step_s, rel=1e-12)
+        assert tail[-1][0] == 0.5 and tail[-1][1:] == [-math.inf] * m
 
 
 def test_in_flight_counts():
@@ -189,8 +245,8 @@ def test_every_planner_plans_one_stage(name, stage):
 
 @pytest.mark.parametrize("stage", [0, 1])
 def test_the_search_planners_fit_where_brute_does(stage):
-    """slack, dp-checkpoint, chen-greedy and capuchin find a plan that fits wherever a shared plan
-    of theirs exists (brute: the best), never faster than brute's."""
+    """slack, dp-checkpoint and capuchin find a plan that fits on these stages, never faster
+    than brute's best shared plan."""
     p = _tiny(stage)
     best = planners.get("brute").plan(p).info.objective
     for name in ("slack", "dp-checkpoint", "capuchin"):
@@ -274,3 +330,14 @@ def test_milp_beyond_the_exact_size_bisects_the_one_micro_batch_budget():
     assert r.fits and plan.info.objective == pytest.approx(r.step_time_s, rel=1e-12)
     assert "one-micro-batch solves" in plan.info.message
     assert r.step_time_s >= planners.get("brute").plan(p).info.objective * (1 - 1e-12)
+
+
+def test_milp_writes_the_one_micro_batch_model_with_its_in_flight_rows(tmp_path):
+    g = syn.chain(4, sizes=[2, 3, 2, 1])
+    base = _stage(g, CostModel.unit(g), 0, 2)
+    p = base.with_budget((base.min_feasible_bytes + base.keep_all_peak) // 2)
+    out = tmp_path / "stage.lp"
+    plan = planners.get("milp", write_lp=str(out)).plan(p)
+    assert plan.info.status in (Status.OPTIMAL, Status.FEASIBLE)
+    text = out.read_text()
+    assert text.count("pipe_mem_") == len(keep_rows(p)) == 2 * len(g.ops)

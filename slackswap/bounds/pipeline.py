@@ -47,6 +47,16 @@ below for every such plan (any issue points, D2H order and hold points) by the l
        at forward step ``i``, keep-all's less every evicted tensor whose forward use is over by
        ``i`` (``ForwardBound`` of the slack planner: the bound of ``timeline.memory_bound`` there).
 
+     * release, at every step of every pass: the swapped sources of the micro-batches in flight
+       leave memory only as the D2H engine copies them, at most ``bw`` bytes a second
+       (``mip.aggregate.bandwidth``: no copy is faster) from the first micro-batch's input on
+       (``A0``), so by the step's ready time ``tau``
+       ``q (sum_t (1 - r_t) b_t + I) + own - bw (tau - A0) <= budget`` (``own``: the running
+       micro-batch's memory less its recomputed dead tensors at a forward step, as in the memory
+       rows at a backward step); and ``tau <= T - W - n_B rho`` (``W``: the rest of the pass
+       from that step plus a path from the pass's end to the optimizer's, ``tail_constants``,
+       with ``n_B`` backward passes on it: the longest, and the one through every later pass).
+
      Every shared plan maps to an integral point of this LP with ``T`` at most its step time, so
      the LP's optimum (HiGHS, shaved by its primal tolerance) is a bound. When the LP has no
      point (the memory rows fail even with every tensor evicted), no shared plan fits the budget.
@@ -64,7 +74,7 @@ import numpy as np
 from ..core.errors import ParameterError
 from ..core.plan import Decision
 from ..core.schema import check_type
-from ..mip.aggregate.structure import prerequisites
+from ..mip.aggregate.structure import bandwidth, prerequisites
 from ..timeline import compile_schedule
 from ..timeline.pipeline import ideal_timeline, pipeline_of
 from ..timeline.problem import Problem
@@ -133,10 +143,13 @@ def pipeline_lp(problem, pipe) -> float | None:
     # columns: k_t, s_t, r_t (planning order), r_p (ops), T (the step time, in t0),
     # Kb (sum_t k_t b_t), Gf_i (kept bytes whose forward use ends before forward step i),
     # Gb_j (kept bytes whose last backward use is at op j or below); bytes in units of the budget
+    # RB (sum_t r_t b_t), RHO (sum_p c_p r_p, in t0), GR_i (recomputed bytes whose forward use
+    # ends before forward step i)
     K, S, R, P = 0, nt, 2 * nt, 3 * nt
     E = P + n
     KB, GF, GB = E + 1, E + 2, E + 2 + n
-    ncol = GB + n
+    RB, RHO, GR = GB + n, GB + n + 1, GB + n + 2
+    ncol = GR + n
     lb, ub = np.zeros(ncol), np.ones(ncol)
     ub[E:] = np.inf
     ri, ci, vals, lo, hi = [], [], [], [], []
@@ -173,6 +186,8 @@ def pipeline_lp(problem, pipe) -> float | None:
         if coefs:
             row([(E, 1.0)] + coefs, 0.0, np.inf)
     _memory_rows(problem, pipe, tens, K, KB, GF, GB, row)
+    row([(RHO, 1.0)] + [(P + p, -fwd[p] / t0) for p in range(n) if fwd[p] > 0], 0.0, 0.0)
+    _release_rows(problem, pipe, tens, t0, (K, R, E, GB, RB, RHO, GR), row)
     a = coo_matrix((vals, (ri, ci)), shape=(len(lo), ncol)).tocsr()
     obj = np.zeros(ncol)
     obj[E] = 1.0
@@ -217,6 +232,115 @@ def path_constants(costs, pipe) -> list[float]:
             end = [ninf] + [x + B for x in start[:-1]]
     opt = float(costs.optimizer_s)
     return [x + opt for x in end]
+
+
+def tail_constants(costs, pipe) -> list[list[float]]:
+    """``D[x][j]`` (seconds): the longest path from the end of the stage's pass ``x`` (its
+    position in ``pipe.order``) to the end of the optimizer whose backward passes are ``j`` of
+    the path's pass durations (``-inf`` where none is), with the passes' ideal durations and the
+    arrivals of ``path_constants``: the next pass starts after pass ``x`` ends, and after the
+    forward ``k`` of a stage below the last, its backward ``k`` starts no earlier than the
+    round trip ``R(k)`` later. Every plan's step is at least the end of pass ``x`` plus
+    ``D[x][j] + j * rho`` for every ``j``."""
+    p, s, m = pipe.stages, pipe.stage, pipe.microbatches
+    F, B = float(np.sum(costs.fwd_s)), float(np.sum(costs.bwd_s))
+    fend, bend = ideal_timeline(p, m, F, B, pipe.send_s)
+    order = list(pipe.order)
+    where = {pk: x for x, pk in enumerate(order)}
+    ninf = -math.inf
+    tail: list[list[float]] = [[ninf] * (m + 1) for _ in order]
+    tail[-1] = [float(costs.optimizer_s)] + [ninf] * m
+
+    def through(x: int) -> list[float]:        # pass x's duration, then its tail
+        if order[x][0] == "F":
+            return [v + F for v in tail[x]]
+        return [ninf] + [v + B for v in tail[x][:-1]]     # the pass itself is one of the j
+
+    for x in range(len(order) - 2, -1, -1):
+        best = through(x + 1)
+        kind, k = order[x]
+        if kind == "F" and s < p - 1:
+            r = float(bend[s + 1, k]) + pipe.send_s - float(fend[s, k])
+            best = [max(a, v + r) for a, v in zip(best, through(where["B", k]), strict=True)]
+        tail[x] = best
+    return tail
+
+
+def _release_rows(problem, pipe, tens, t0: float, cols, row) -> None:
+    """The copy-out rows (module docstring, (ii) release): at every step of every pass, the
+    swapped sources of the micro-batches in flight are released only as the D2H engine, from the
+    first micro-batch's input on (``A0``), copies them, at most ``bw`` bytes a second
+    (``mip.aggregate.bandwidth``), so by the step's ready time ``tau``
+
+        q (sum_t (1 - r_t) b_t + I) + own  -  bw (tau - A0)  <=  budget,
+
+    ``own`` the running micro-batch's memory less its evicted tensors' (at a forward step:
+    keep-all's less what is recomputed and dead; at a backward step as in the memory rows); and
+    ``tau <= T - W - (backward passes after it) rho``, ``W`` the durations of the rest of the
+    pass from that step, of every later pass and of the optimizer. Without a finite ``bw`` (a
+    copy of no duration) there are none."""
+    K, R, E, GB, RB, RHO, GR = cols
+    g, c = problem.graph, problem.costs
+    n, nt = len(g.ops), len(tens)
+    planning = [g.tensors[t] for t in problem.planning_ids]
+    bw = bandwidth(planning, c)
+    if not math.isfinite(bw) or nt == 0:
+        return
+    budget = float(problem.budget_bytes)
+    unit = max(budget, 1.0)
+    slack = 10 * PIPE_LP_SHAVE + 1.0 / unit
+    b = np.array([float(t.bytes) for t in tens])
+    total = float(b.sum())
+    inputs = float(sum(t.bytes for t in g.tensors if t.producer is None))
+    sched = compile_schedule(g, {t.id: Decision.KEEP for t in tens})
+    keep = sched.static_memory().astype(float)
+    bwd_step = {o: s for s, (kind, o) in enumerate(zip(sched.kinds, sched.ops, strict=True)) if kind == BWD}
+    fwd, bwd = np.asarray(c.fwd_s, float), np.asarray(c.bwd_s, float)
+    F, B = float(fwd.sum()), float(bwd.sum())
+    p_, s_, m = pipe.stages, pipe.stage, pipe.microbatches
+    a0 = 0.0
+    if s_ > 0:
+        fend, _ = ideal_timeline(p_, m, F, B, pipe.send_s)
+        a0 = float(fend[s_ - 1, 0]) + pipe.send_s
+    after = np.array([max(g.last_forward_use(t.id), t.producer) + 1 for t in tens], int)
+    low = np.array([min(g.saved_by[t.id]) for t in tens], int)
+    pos = {t.id: i for i, t in enumerate(tens)}
+    # GR_i: recomputed bytes whose forward use ends before forward step i (prefix sums)
+    for i in range(n):
+        new = [j for j in np.nonzero(after == i)[0] if b[j] > 0]
+        row([(GR + i, 1.0)] + ([(GR + i - 1, -1.0)] if i else []) + [(R + j, -b[j] / unit) for j in new], 0.0, 0.0)
+    row([(RB, 1.0)] + [(R + j, -b[j] / unit) for j in range(nt) if b[j] > 0], 0.0, 0.0)
+    order = list(pipe.order)
+    tail = tail_constants(c, pipe)
+    # per pass: the paths after it to use, (seconds, backward passes on them): the longest one
+    # when nothing is re-run, and the one through every later pass (which counts the most)
+    paths = []
+    for x in range(len(order)):
+        fin = [(v, j) for j, v in enumerate(tail[x]) if math.isfinite(v)]
+        paths.append(sorted({max(fin), max(fin, key=lambda vj: (vj[1], vj[0]))}))
+    fwd_rest = np.cumsum(fwd[::-1])[::-1]   # sum_{l >= i} fwd_l
+    bwd_upto = np.cumsum(bwd)               # sum_{l <= j} bwd_l
+    done: set[int] = set()
+    bt = bw * t0 / unit
+    for x, (kind, k) in enumerate(order):
+        if kind == "F":
+            q = len(done)
+            for i in range(n):
+                for later, nb in paths[x]:
+                    const = q * (total + inputs) + keep[i] - budget + bw * (fwd_rest[i] + later + a0)
+                    row([(E, bt), (RHO, -bt * nb), (RB, float(q)), (GR + i, 1.0)], const / unit - slack, np.inf)
+            done.add(k)
+        else:
+            done.discard(k)
+            q = len(done)
+            for j in range(n):
+                saved = sorted({pos[y] for y in g.ops[j].saves if y in pos})
+                free = float(b[low <= j].sum() - b[saved].sum())
+                for later, nb in paths[x]:
+                    const = (q * (total + inputs) + keep[bwd_step[j]] - free - budget
+                             + bw * (bwd_upto[j] + later + a0))
+                    row([(E, bt), (RHO, -bt * nb), (RB, float(q)), (GB + j, -1.0)]
+                        + [(K + i, b[i] / unit) for i in saved if b[i] > 0], const / unit - slack, np.inf)
 
 
 def _memory_rows(problem, pipe, tens, K: int, KB: int, GF: int, GB: int, row) -> None:

@@ -227,9 +227,10 @@ class DPCheckpoint(Parameterised):
         m = _Model(problem)
         free = problem.with_budget(None)
         limit, dec = problem.budget_bytes, None
-        if pipeline_of(problem) is not None:
+        piped = pipeline_of(problem) is not None
+        if piped:       # a pipeline stage: the bisection of _pipeline_fit instead of the rounds below
             dec = self._pipeline_fit(problem, m)
-        for _ in range(self.max_rounds if pipeline_of(problem) is None else 0):
+        for _ in range(0 if piped else self.max_rounds):
             states = solve_states(m, limit)
             if states is None:
                 break
@@ -253,7 +254,6 @@ class DPCheckpoint(Parameterised):
                     return make_plan(problem, ml, self.name, params, t0, hold_points=hold,
                                      message=f"multi-level, {label} (no single-level plan fits)")
         return make_plan(problem, dec, self.name, params, t0)
-
 
     def _pipeline_fit(self, problem, m: _Model) -> dict | None:
         """A pipeline stage (docs/planners.md, "Planning a pipeline stage"): the DP's memory model

@@ -13,7 +13,8 @@ decision per tensor (docs/timeline.md, "Pipeline stages (1F1B)"). The planner th
    that fits raises the low end, one that does not, or no solution, lowers the high end;
 3. returns the fastest plan that fits, with the certified pipeline bound of
    ``bounds.pipeline`` (via ``bounds.lower_bound``) and the gap between them: OPTIMAL only when
-   that gap is within ``mip_rel_gap``, else FEASIBLE; INFEASIBLE when the bound proves that no
+   that gap is within ``mip_rel_gap``, else TIME_LIMIT when the time limit ended the solves,
+   else FEASIBLE; INFEASIBLE when the bound proves that no
    shared plan fits; NO_PLAN_FOUND when none was found and none is proven.
 """
 
@@ -29,6 +30,7 @@ from ...core.plan import Decision, Plan, Status
 from ...timeline import simulate
 from ...timeline.problem import Problem
 from ..base import make_plan
+from .clock import MIN_TIME_LIMIT_S
 
 #: one-micro-batch MILP solves of the bisection, at most (the stage's budget is the first)
 PIPELINE_ROUNDS = 6
@@ -65,11 +67,12 @@ def plan_pipeline(planner, problem, warm, src: str, wall, deadline: float | None
     else:   # a one-micro-batch budget at or above its keep-all peak gives keep-all: the warm start's
         lo = float(problem.min_feasible_bytes)
         hi = max(lo, min(budget, one_micro_batch(problem, math.inf).keep_all_peak - 1.0))
-    solves, tried = 0, set()
+    solves, tried, stopped = 0, set(), False
     for i in range(PIPELINE_ROUNDS):
-        if best is not None and _gap(best_s, bound) <= planner.mip_rel_gap:
-            break
-        if deadline is not None and time.perf_counter() >= deadline:
+        if best is not None and _gap(best_s, bound) <= planner.mip_rel_gap and not (planner.write_lp and not solves):
+            break       # proven (write_lp asks for a model: one solve all the same)
+        if deadline is not None and deadline - time.perf_counter() < MIN_TIME_LIMIT_S:
+            stopped = True      # too little time left for another solve
             break
         x = math.floor(lo if exact and i == 0 else hi if i == 0 else 0.5 * (lo + hi))
         if x in tried or not lo <= x <= hi:
@@ -78,9 +81,12 @@ def plan_pipeline(planner, problem, warm, src: str, wall, deadline: float | None
         if exact:
             cand = _solve_one(planner, problem, budget, deadline,
                               [(f"pipe.mem[{r}]", {t: v / budget for t, v in coefs.items()}, (rhs - x) / budget)
-                               for r, (coefs, rhs) in enumerate(rows)])
+                               for r, (coefs, rhs) in enumerate(rows)], solves)
         else:
-            cand = _solve_one(planner, problem, x, deadline, [])
+            cand = _solve_one(planner, problem, x, deadline, [], solves)
+        if cand is _NO_TIME:
+            stopped = True
+            break
         solves += 1
         if cand is None:            # no solution: less margin, or more one-micro-batch memory
             if exact:
@@ -104,28 +110,36 @@ def plan_pipeline(planner, problem, warm, src: str, wall, deadline: float | None
             status=Status.NO_PLAN_FOUND, lower_bound=bound, wall_s=wall(),
             message=f"no shared plan found that fits the pipeline's budget ({note})")
     gap = _gap(best_s, bound)
-    status = Status.OPTIMAL if gap <= planner.mip_rel_gap else Status.FEASIBLE
+    status = (Status.OPTIMAL if gap <= planner.mip_rel_gap else Status.TIME_LIMIT if stopped
+              else Status.FEASIBLE)
     plan = make_plan(problem, dict(best.decisions), planner.name, planner.params, t0,
                      hold_points=best.hold_points, d2h_order=best.d2h_order, issue_points=best.issue_points,
                      status=status, message=f"{label}; {note}", result=best_r)
     return plan.with_info(lower_bound=min(bound, best_s), gap=gap, wall_s=wall())
 
 
-def _solve_one(planner, problem, limit: float, deadline: float | None, rows) -> Plan | None:
+_NO_TIME = object()     # ``_solve_one``: too little time left to start a solve
+
+
+def _solve_one(planner, problem, limit: float, deadline: float | None, rows, solves: int = 0):
     """The ``milp`` planner's plan of the one-micro-batch problem at ``limit`` bytes, with the
     ``rows`` (``(name, {tensor: coefficient}, rhs)``: ``sum coefficient * keep <= rhs``) added to
     its exact model, as a plan of the stage (its decisions, hold points and D2H order; its issue
-    points are one micro-batch's and are left to the simulator's default), or None when it has
-    none. With rows: without a warm start, cutoff or chain recursion (a one-micro-batch plan need
-    not satisfy the rows)."""
+    points are one micro-batch's and are left to the simulator's default), None when it has
+    none, ``_NO_TIME`` when less than ``MIN_TIME_LIMIT_S`` is left before ``deadline``. With
+    rows: without a warm start, cutoff or chain recursion (a one-micro-batch plan need not
+    satisfy the rows). ``write_lp`` is passed to the first solve (``solves == 0``) only: its
+    exact model, with the rows, is written there (the one-GPU rule: none beyond
+    ``max_exact_tensors``)."""
     params = dict(planner.params)
-    params["write_lp"] = None
+    if planner.write_lp and solves:     # write_lp: the first solve's model only
+        params["write_lp"] = None
     if rows:
         params.update(warm_start=False, cutoff=False, chain_recursion=False)
     if deadline is not None:
         left = deadline - time.perf_counter()
-        if left < 2.0:
-            return None
+        if left < MIN_TIME_LIMIT_S:
+            return _NO_TIME
         params["time_limit_s"] = left
     try:
         sub = one_micro_batch(problem, limit)
