@@ -270,18 +270,48 @@ def test_dp_checkpoint_bisects_the_one_micro_batch_limit():
 
 
 def test_slack_compute_bound_is_below_every_simulated_step():
-    """slack's pruning bound on a pipeline stage (the larger of the ideal step and the compute
-    stream's work) is below the simulated step of every shared keep/recompute plan."""
+    """slack's pruning bound on a pipeline stage (the passes' paths with every backward pass
+    longer by the re-runs) is below the simulated step of every shared keep/recompute plan, also
+    with three stages, sends of a second and an optimizer step."""
     import itertools
 
-    for stage in (0, 1):
-        p = _tiny(stage).with_budget(None)
+    hw = replace(HW, gpu=replace(HW.gpu, p2p_bytes_per_s=2.0))     # 2 input bytes: sends of 1 s
+    g = syn.chain(6, sizes=[2, 3, 2, 3, 2, 1], input_bytes=2)
+    slow = Problem.from_graph(g, replace(CostModel.unit(g), optimizer_s=0.5), math.inf, hw,
+                              parallel=Parallel(pp=3, stage=1, microbatches=4))
+    for p in (_tiny(0).with_budget(None), _tiny(1).with_budget(None), slow):
         judge = Judge(p, 10)
         ids = p.planning_ids
         for combo in itertools.product((Decision.KEEP, Decision.RECOMPUTE), repeat=len(ids)):
             dec = dict(zip(ids, combo, strict=True))
             r = simulate(p, Plan(dec), detail=False)
             assert judge.compute_bound(dec) <= r.step_time_s
+
+
+def test_the_planners_memory_pruning_stays_valid_on_a_pipeline():
+    """slack and capuchin prune a plan whose one-micro-batch memory bound (``memory_bound``,
+    ``ForwardBound``) exceeds the budget: on a pipeline stage such a plan never fits either (the
+    stage holds at least one micro-batch's memory at each of its steps)."""
+    import random
+
+    from slackswap.planners.slack.judge import ForwardBound
+    from slackswap.timeline.simulate import memory_bound
+
+    rng = random.Random(3)
+    pruned = 0
+    for seed in range(12):
+        g = _graph(seed)
+        base = _stage(g, _costs(g, 1.0), seed % 2, 2 + seed % 3)
+        for b in _budgets(base):
+            p = base.with_budget(b)
+            fwd = ForwardBound(p)
+            for _ in range(15):
+                dec = {t: rng.choice([Decision.KEEP] + [Decision.SWAP] * g.tensors[t].swappable
+                                     + [Decision.RECOMPUTE] * g.tensors[t].recomputable) for t in p.planning_ids}
+                if fwd.over(dec) or memory_bound(p, dec).max() > p.budget_bytes:
+                    pruned += 1
+                    assert not simulate(p, Plan(dec), detail=False).fits
+    assert pruned > 20
 
 
 def test_milp_on_a_pipeline_stage():

@@ -23,9 +23,12 @@ below for every such plan (any issue points, D2H order and hold points) by the l
        tensor is saved by some op, is not resident at that op's backward, so its producer re-runs
        in every micro-batch's backward pass; ``r_q >= r_p`` when op ``p`` reads an unsaved output
        of op ``q`` (``mip.aggregate.prerequisites``: a re-run of ``p`` first rebuilds it).
-     * compute: ``T >= m (F + B) + optimizer + m * sum_p c_p r_p``: the one compute stream runs
-       every forward and backward step of every micro-batch, the optimizer and each re-run, one
-       after another (``c_p = fwd_s[p]``); waits only add.
+     * the passes' paths: ``T >= C_j + j rho`` for ``j = 0 .. m``, ``rho = sum_p c_p r_p``
+       (``c_p = fwd_s[p]``): ``C_j`` (``path_constants``) is the longest path through the
+       stage's passes, at their ideal durations and arrivals, that holds ``j`` backward passes;
+       under a plan each backward pass is at least ``rho`` longer and nothing is shorter. With
+       one stage it is the compute stream's work, ``m (F + B + rho) + optimizer``; a re-run may
+       fill a wait for an arrival, so the ideal step plus every re-run is not a bound.
      * copies: ``T >= m * sum_t s_t d2h_t`` and ``T >= m * sum_t s_t h2d_t`` (``h2d_t`` at the
        faster of the plain and duplex rates): one copy engine per direction carries every
        micro-batch's copies one after another; each SWAP tensor is copied out and, being saved,
@@ -46,7 +49,6 @@ below for every such plan (any issue points, D2H order and hold points) by the l
        until its last use, and gradients, workspace and step inputs do not depend on the plan;
        at forward step ``i``, keep-all's less every evicted tensor whose forward use is over by
        ``i`` (``ForwardBound`` of the slack planner: the bound of ``timeline.memory_bound`` there).
-
      * release, at every step of every pass: the swapped sources of the micro-batches in flight
        leave memory only as the D2H engine copies them, at most ``bw`` bytes a second
        (``mip.aggregate.bandwidth``: no copy is faster) from the first micro-batch's input on
@@ -118,7 +120,7 @@ def pipeline_bound(problem) -> tuple[float, str]:
     if math.isinf(lp):
         return math.inf, "no shared plan fits: the in-flight memory rows fail whatever is evicted"
     if lp > best:
-        best, how = lp, "pipeline LP (re-runs on the passes' paths, copy engines, in-flight memory)"
+        best, how = lp, "pipeline LP (passes' paths with re-runs, copy engines, in-flight memory and its release)"
     return best, how
 
 

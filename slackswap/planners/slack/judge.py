@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ...bounds.pipeline import path_constants
 from ...core.plan import Decision, Plan
 from ...timeline import compile_schedule, simulate
 from ...timeline.pipeline import pipeline_of
@@ -173,6 +174,7 @@ class Judge:
         self._fwd: ForwardBound | None = None   # built at the first prefiltered score
         self.tol, self.ideal = time_tolerance(problem.costs), problem.ideal_step_s
         self.pipe = pipeline_of(problem)
+        self._paths: list | None = None     # a pipeline stage's (j, C_j), at the first compute_bound
 
     def compute_bound(self, decisions: dict) -> float:
         """A lower bound of the simulated step time: the compute stream runs every step one
@@ -181,16 +183,20 @@ class Judge:
         the bound stays below the simulator's sum in any order of addition).
 
         On a pipeline stage (m micro-batches) the ideal step holds waits for arrivals that a
-        re-run may fill, so the bound is the larger of the pipeline's ideal step and the compute
-        stream's work, ``m (F + B + re-runs) + optimizer`` (rows (i) and compute of
-        ``bounds.pipeline``), less ``m`` times ``tol``."""
+        re-run may fill, so the bound is the pipeline bound's paths row instead: the largest
+        ``C_j + j * rho`` (``bounds.pipeline.path_constants``: the longest path through the
+        stage's passes holding ``j`` backward passes, each ``rho``, the re-run seconds, longer),
+        at least the ideal step and the compute stream's work ``m (F + B + rho) + optimizer``,
+        less ``2 m`` times ``tol``."""
         rec = {t for t, d in decisions.items() if d is Decision.RECOMPUTE}
         ops = rerun_union(self.problem.graph, rec, rec, self._pset)
         fwd = self.problem.costs.fwd_s
         if self.pipe is not None:
-            c, m = self.problem.costs, self.pipe.microbatches
-            work = m * (sum(c.fwd_s) + sum(c.bwd_s) + sum(fwd[o] for o in ops)) + c.optimizer_s
-            return max(self.ideal, work) - 2 * m * self.tol
+            if self._paths is None:
+                self._paths = [(j, v) for j, v in enumerate(path_constants(self.problem.costs, self.pipe))
+                               if math.isfinite(v)]
+            rho = sum(fwd[o] for o in ops)
+            return max(v + j * rho for j, v in self._paths) - 2 * self.pipe.microbatches * self.tol
         return self.ideal + sum(fwd[o] for o in ops) - self.tol
 
     @property
