@@ -69,5 +69,5 @@ def test_sensitivity_unknown_model_with_two_workers_is_one_line(capsys):
     err = capsys.readouterr().err
     assert rc == 2
     assert err.splitlines() == [
-        "slackswap: error: unknown model 'gpt5'; known: bert-large, gpt2, gpt2-xl, llama-2-7b, llama-7b, tiny"
+        "slackswap: error: unknown model 'gpt5'; known: bert-large, gpt2, gpt2-xl, gpt3-175b, llama-2-70b, llama-2-7b, llama-7b, tiny"
     ]

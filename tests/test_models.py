@@ -14,7 +14,7 @@ from slackswap.models import TransformerSpec, available, build, from_hf_config, 
 from slackswap.models.presets import load_file, models_dir
 
 HF = Path(__file__).parent / "data" / "hf"
-PRESETS = ["bert-large", "gpt2-xl", "llama-7b", "llama-2-7b", "gpt2", "tiny"]
+PRESETS = ["bert-large", "gpt2-xl", "llama-7b", "llama-2-7b", "gpt2", "tiny", "gpt3-175b", "llama-2-70b"]
 
 
 def layer_saved_bytes(g: Graph, layer: int, kinds=None) -> int:
@@ -43,6 +43,10 @@ def test_available_lists_presets():
     ("gpt2", 124_439_808, 124_439_808),
     ("llama-7b", 6_738_415_616, 6_607_343_616),
     ("llama-2-7b", 6_738_415_616, 6_607_343_616),
+    ("llama-2-70b", 68_976_648_192, 68_714_504_192),  # HF LlamaForCausalLM / LlamaModel
+    # GPT-3 175B with Megatron's padded vocabulary: 96 (12h^2 + 13h) + (V + s + 2) h, tied head
+    ("gpt3-175b", 96 * (12 * 12288**2 + 13 * 12288) + (51200 + 2048 + 2) * 12288,
+     96 * (12 * 12288**2 + 13 * 12288) + (51200 + 2048 + 2) * 12288),
 ])
 def test_exact_param_counts(name, total, backbone):
     s = load(name)
@@ -99,8 +103,12 @@ def test_dropout_saves_a_one_byte_mask_per_dropout_and_nothing_without(name, dro
     masks = [t for t in g.tensors if t.kind == "mask"]
     dropouts = [op for op in g.ops if op.kind == "dropout"]
     n = 2 * s.layers + 1 if dropout else 0
-    assert len(dropouts) == len(masks) == n
-    assert all(t.bytes == s.tokens * s.hidden for t in masks)
+    # eager attention (gpt3-175b) adds the attention-probability dropout: one a*s*s*b mask per layer
+    eager = s.layers if dropout and s.attention == "eager" else 0
+    assert len(dropouts) == len(masks) == n + eager
+    hidden_masks = [t for t in masks if t.bytes == s.tokens * s.hidden]
+    assert len(hidden_masks) == n
+    assert all(t.bytes == s.heads * s.seq * s.tokens for t in masks if t not in hidden_masks)
     assert all(any(g.tensors[t].kind == "mask" for t in op.outputs) for op in dropouts)
 
 

@@ -192,7 +192,7 @@ def _per_layer(g) -> dict:
     ({"schedule": "interleaved"}, "parallel: schedule: must be one of '1f1b'; got 'interleaved'"),
     ({"optimizer_bytes": -1}, "parallel: optimizer_bytes: must be >= 0"),
     ({"tensor": 2}, "parallel: tensor: unknown key; allowed: dp, zero, tp, sp, pp"),
-    ("no-such-setting", "unknown parallel setting 'no-such-setting'; known: llama-2-7b-fsdp-8gpu"),
+    ("no-such-setting", "unknown parallel setting 'no-such-setting'; known: gpt3-175b-tp8-pp8, llama-2-70b-tp4-pp4, llama-2-7b-fsdp-8gpu"),
     (3, "parallel: expected a dict of dp, zero"),
 ])
 def test_bad_settings_one_line_naming_the_key(setting, match):
@@ -209,7 +209,7 @@ def test_tp_dividing_heads_but_not_seq_under_sp():
 
 
 def test_preset_files_are_sourced_and_load():
-    assert par.available() == ["llama-2-7b-fsdp-8gpu", "megatron-tp8-sp"]
+    assert par.available() == ["gpt3-175b-tp8-pp8", "llama-2-70b-tp4-pp4", "llama-2-7b-fsdp-8gpu", "megatron-tp8-sp"]
     f = par.load("llama-2-7b-fsdp-8gpu")
     assert (f.dp, f.zero, f.tp, f.name) == (8, 3, 1, "llama-2-7b-fsdp-8gpu")
     m = as_parallel("megatron-tp8-sp")
