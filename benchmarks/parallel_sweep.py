@@ -47,6 +47,7 @@ from slackswap import Problem, planners, simulate
 from slackswap.bounds import lower_bound
 from slackswap.core import hardware as hw_mod
 from slackswap.core.errors import SlackSwapError
+from slackswap.core.paths import check_output
 from slackswap.models import parallel as par_mod
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,10 +122,8 @@ def best(problem, candidates) -> tuple[float, str]:
 
 def in_flight(problem, parallel) -> int:
     """Micro-batches whose activations stage ``parallel.stage`` holds at once under 1F1B."""
-    try:
-        from slackswap.timeline.pipeline import pipeline_of
-    except ImportError:   # a tree without the pipeline timeline simulates one micro-batch
-        return 1
+    from slackswap.timeline.pipeline import pipeline_of
+
     pipe = pipeline_of(problem)
     return 1 if pipe is None else pipe.in_flight
 
@@ -283,6 +282,11 @@ def main(argv=None) -> int:
         print(f"parallel_sweep: error: --budget: must be in (0, 1]; got {a.budget}", file=sys.stderr)
         return 2
     out = a.out or OUT
+    try:   # every output checked before the work (one line, as the command line does)
+        check_output(a.figure or out, "--figure" if a.figure else "--out")
+    except SlackSwapError as exc:
+        print(f"parallel_sweep: error: {exc}", file=sys.stderr)
+        return 2
     if a.figure:
         try:
             rows = read_csv(out)
