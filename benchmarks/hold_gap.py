@@ -18,14 +18,13 @@ import argparse
 import sys
 import time
 
+from fidelity import CPU_SHAPE, MODELS  # the same rows as benchmarks/fidelity.py (this folder)
+
 from slackswap import BudgetError, Problem, planners, simulate
 from slackswap.core import hardware
 from slackswap.core.errors import SlackSwapError
 from slackswap.torch import _ledger, trace
 from slackswap.torch import hf_models as zoo
-
-MODELS = ("gpt2-124m", "gpt2-355m", "bert-base", "llama-small")
-CPU_SHAPE = {"batch": 2, "seq": 64, "layers": 4, "vocab": 1024}
 
 
 def main(argv=None):

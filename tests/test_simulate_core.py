@@ -20,7 +20,7 @@ from slackswap import CostModel, Decision, Plan, Problem
 from slackswap.core.errors import PlanError
 from slackswap.experiments.synthetic import chain, mixed_dag, random_dag, residual_block
 from slackswap.timeline import _core, compile_schedule, reference
-from slackswap.timeline.simulate import _KINDS, _dec_code, issue_points, simulate
+from slackswap.timeline.simulate import _KINDS, issue_points, simulate
 
 REL = 1e-12
 TIMES = ("step_time_s", "compute_s", "recompute_s", "stall_fwd_s", "stall_bwd_s")
@@ -160,10 +160,12 @@ def test_compiled_schedule_matches_compile_schedule():
             s = compile_schedule(p.graph, plan.decisions, plan.hold_points)
             dec = np.zeros(len(p.graph.tensors), np.int64)
             for t, d in plan.decisions.items():
-                dec[t] = _dec_code()[d]
+                dec[t] = _core.DECISION_CODE[d]
             hold = np.full(len(p.graph.tensors), ga.n - 1, np.int64)
             for t, k in plan.hold_points.items():
                 hold[t] = k
+            _, enc_dec, enc_hold = _core.encode(ga, plan.decisions, plan.hold_points)   # what simulate reads
+            assert np.array_equal(enc_dec, dec) and np.array_equal(enc_hold, hold)
             (kind, op, stage, need_pos, stage_first, iva, ivf, ivb, first_use, last_use,
              hq) = _core.compile_core(ga.n, ga.producer, ga.bytes, ga.requires_grad, ga.last_fwd,
                                       ga.in_ptr, ga.in_idx, ga.out_ptr, ga.out_idx, ga.sv_ptr,

@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..core.plan import Decision
+
 # step kinds (schedule.FWD, REC, BWD, OPT)
 K_FWD, K_REC, K_BWD, K_OPT = 0, 1, 2, 3
 # decision codes; a tensor no plan decides (an unsaved intermediate) is treated as RECOMPUTE,
@@ -83,6 +85,41 @@ def graph_arrays(g) -> GraphArrays:
 
 def cost_arrays(c, tol_of) -> CostArrays:
     return _cached(c, "_sim_core_arrays", lambda c: CostArrays(c, tol_of(c)))
+
+
+#: Decision -> the core's code
+DECISION_CODE = {Decision.KEEP: D_KEEP, Decision.SWAP: D_SWAP, Decision.RECOMPUTE: D_OTHER}
+
+
+def _ints(values, count: int) -> np.ndarray:
+    return np.fromiter(values, np.int64, count)
+
+
+def encode(ga: GraphArrays, decisions: dict, hold_points: dict | None = None):
+    """What the core reads of a plan: ``(codes, dec, hold)``, the decision codes in the plan's
+    order, every tensor's code (``D_OTHER`` where nothing decides it: treated as RECOMPUTE) and
+    every tensor's hold stage (``n - 1`` where none is given)."""
+    nt = len(ga.producer)
+    codes = _ints(map(DECISION_CODE.__getitem__, decisions.values()), len(decisions))
+    dec = np.zeros(nt, np.int64)
+    dec[_ints(decisions.keys(), len(decisions))] = codes
+    hold = np.full(nt, ga.n - 1, np.int64)
+    if hold_points:
+        hold[_ints(hold_points.keys(), len(hold_points))] = _ints(hold_points.values(), len(hold_points))
+    return codes, dec, hold
+
+
+def compile_plan(ga: GraphArrays, dec, hold):
+    """``compile_core`` of ``graph_arrays`` under the tensor codes ``dec`` and hold stages ``hold``."""
+    return compile_core(ga.n, ga.producer, ga.bytes, ga.requires_grad, ga.last_fwd, ga.in_ptr,
+                        ga.in_idx, ga.out_ptr, ga.out_idx, ga.sv_ptr, ga.sv_idx, ga.ws, dec, hold)
+
+
+def decision_counts(codes) -> dict[str, int]:
+    """``plan.counts()`` from the decision codes of ``encode``."""
+    c = np.bincount(codes, minlength=3)
+    return {Decision.KEEP.value: int(c[D_KEEP]), Decision.SWAP.value: int(c[D_SWAP]),
+            Decision.RECOMPUTE.value: int(c[D_OTHER])}
 
 
 @njit(cache=True)

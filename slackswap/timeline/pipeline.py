@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -197,22 +198,10 @@ class PipelineRun:
         ga = core.graph_arrays(g)
         ca = core.cost_arrays(problem.costs, time_tolerance)
         nt = len(ga.producer)
-        decs = plan.decisions
-        code = {Decision.KEEP: core.D_KEEP, Decision.SWAP: core.D_SWAP,
-                Decision.RECOMPUTE: core.D_OTHER}
-        keys = _ints(decs.keys(), len(decs))
-        codes = _ints(map(code.__getitem__, decs.values()), len(decs))
-        dec = np.zeros(nt, np.int64)
-        dec[keys] = codes
+        codes, dec, hold = core.encode(ga, plan.decisions, plan.hold_points)
         self.codes, self.core, self.pipe = codes, core, pipe
-        hold = np.full(nt, ga.n - 1, np.int64)
-        if plan.hold_points:
-            hold[_ints(plan.hold_points.keys(), len(plan.hold_points))] = _ints(
-                plan.hold_points.values(), len(plan.hold_points))
         (kind, op, stage, need_pos, stage_first, iva, ivf, ivb, first_use, last_use,
-         hq) = core.compile_core(ga.n, ga.producer, ga.bytes, ga.requires_grad, ga.last_fwd,
-                                 ga.in_ptr, ga.in_idx, ga.out_ptr, ga.out_idx, ga.sv_ptr,
-                                 ga.sv_idx, ga.ws, dec, hold)
+         hq) = core.compile_plan(ga, dec, hold)
         # the plan's issue points, checked on the one micro-batch (the mapping keeps the order)
         for t, k in plan.issue_points.items():
             ju = int(stage[first_use[t]])
@@ -337,40 +326,29 @@ class PipelineRun:
         self.ga, self.g, self.nt = ga, g, nt
 
     def counts(self) -> dict[str, int]:
-        c, k = np.bincount(self.codes, minlength=3), self.core
-        return {Decision.KEEP.value: int(c[k.D_KEEP]), Decision.SWAP.value: int(c[k.D_SWAP]),
-                Decision.RECOMPUTE.value: int(c[k.D_OTHER])}
+        """``plan.counts()`` from the decision codes."""
+        return self.core.decision_counts(self.codes)
 
 
 def keep_all(graph) -> Plan:
+    """Every planning tensor of ``graph`` kept."""
     return Plan({t.id: Decision.KEEP for t in graph.planning_tensors()})
 
 
-class _Unlimited:
-    """What ``PipelineRun`` reads of a problem, without a budget."""
+class Unlimited(NamedTuple):
+    """What the simulator reads of a problem, without a budget (the keep-all peak's run)."""
 
-    def __init__(self, graph, costs):
-        self.graph, self.costs, self.budget_bytes = graph, costs, math.inf
+    graph: object
+    costs: object
+    budget_bytes: float = math.inf
 
 
 def keep_all_run(graph, costs, pipe: Pipeline) -> PipelineRun:
     """The keep-all plan on the pipeline with no memory limit."""
-    return PipelineRun(_Unlimited(graph, costs), keep_all(graph), pipe)
+    return PipelineRun(Unlimited(graph, costs), keep_all(graph), pipe)
 
 
 def keep_all_peak(graph, costs, pipe: Pipeline) -> int:
     """The activation peak of the pipeline timeline under keep-all with no limit."""
     run = keep_all_run(graph, costs, pipe)
     return int(run.curve.max()) if run.curve.size else 0
-
-
-def in_flight_max(order) -> int:
-    """The most micro-batches whose forward pass has begun and backward pass not ended."""
-    c = best = 0
-    for x, _ in order:
-        if x == "F":
-            c += 1
-            best = max(best, c)
-        else:
-            c -= 1
-    return best

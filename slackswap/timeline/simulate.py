@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple
 
 import numpy as np
 
 from ..core.errors import PlanError
-from ..core.plan import Decision, Plan, validate
+from ..core.plan import Plan, validate
 from .host import check_capacity
-from .pipeline import PipelineRun, in_flight_max, pipeline_of
+from .pipeline import PipelineRun, Unlimited, keep_all, pipeline_of
 from .reference import default_issue_points, time_tolerance
 from .result import Event, SimResult
 from .schedule import BWD, FWD, OPT, REC, Schedule, default_d2h_order
@@ -43,13 +42,6 @@ def _compiled():
     return _core
 
 
-@functools.cache
-def _dec_code() -> dict:
-    """Decision -> the core's code."""
-    c = _compiled()
-    return {Decision.KEEP: c.D_KEEP, Decision.SWAP: c.D_SWAP, Decision.RECOMPUTE: c.D_OTHER}
-
-
 def _ints(values, count: int) -> np.ndarray:
     return np.fromiter(values, np.int64, count)
 
@@ -64,21 +56,11 @@ class _Run:
         ga = _core.graph_arrays(g)
         ca = _core.cost_arrays(problem.costs, time_tolerance)
         nt = len(ga.producer)
-        decs = plan.decisions
-        keys = _ints(decs.keys(), len(decs))
-        codes = _ints(map(_dec_code().__getitem__, decs.values()), len(decs))
-        dec = np.zeros(nt, np.int64)
-        dec[keys] = codes
+        codes, dec, hold = _core.encode(ga, plan.decisions, plan.hold_points)
         self.codes, self.core = codes, _core
         if schedule is None:
-            hold = np.full(nt, ga.n - 1, np.int64)
-            if plan.hold_points:
-                hold[_ints(plan.hold_points.keys(), len(plan.hold_points))] = _ints(
-                    plan.hold_points.values(), len(plan.hold_points))
             (self.kind, self.op, self.stage, need_pos, stage_first, iva, ivf, ivb, first_use,
-             last_use, self.hq) = _core.compile_core(
-                ga.n, ga.producer, ga.bytes, ga.requires_grad, ga.last_fwd, ga.in_ptr, ga.in_idx,
-                ga.out_ptr, ga.out_idx, ga.sv_ptr, ga.sv_idx, ga.ws, dec, hold)
+             last_use, self.hq) = _core.compile_plan(ga, dec, hold)
             swapped = dec == _core.D_SWAP
             sw_lf = np.where(swapped, np.maximum(ga.last_fwd, ga.producer), -1)
             default_q = ga.out_idx[swapped[ga.out_idx]]   # production order, then output position
@@ -133,9 +115,7 @@ class _Run:
 
     def counts(self) -> dict[str, int]:
         """``plan.counts()`` from the decision codes."""
-        c, k = np.bincount(self.codes, minlength=3), self.core
-        return {Decision.KEEP.value: int(c[k.D_KEEP]), Decision.SWAP.value: int(c[k.D_SWAP]),
-                Decision.RECOMPUTE.value: int(c[k.D_OTHER])}
+        return self.core.decision_counts(self.codes)
 
 
 def memory_bound(problem, decisions) -> np.ndarray:
@@ -156,16 +136,8 @@ def memory_bound(problem, decisions) -> np.ndarray:
         return region_memory(problem, decisions)
     _core = _compiled()
     ga = _core.graph_arrays(problem.graph)
-    nt = len(ga.producer)
-    codes = _dec_code()
-    dec = np.zeros(nt, np.int64)
-    if decisions:
-        dec[_ints(decisions.keys(), len(decisions))] = _ints(map(codes.__getitem__, decisions.values()),
-                                                             len(decisions))
-    hold = np.full(nt, ga.n - 1, np.int64)
-    (kind, _, _, _, _, iva, ivf, ivb, first_use, last_use, _) = _core.compile_core(
-        ga.n, ga.producer, ga.bytes, ga.requires_grad, ga.last_fwd, ga.in_ptr, ga.in_idx,
-        ga.out_ptr, ga.out_idx, ga.sv_ptr, ga.sv_idx, ga.ws, dec, hold)
+    _, dec, hold = _core.encode(ga, decisions)
+    (kind, _, _, _, _, iva, ivf, ivb, first_use, last_use, _) = _core.compile_plan(ga, dec, hold)
     steps = len(kind)
     swapped = np.nonzero(dec == _core.D_SWAP)[0]
     back = swapped[first_use[swapped] >= 0]
@@ -283,7 +255,7 @@ def _simulate_pipeline(problem, plan, detail, schedule, regions, pipe) -> SimRes
                         "unrolls the plan's own schedule over the micro-batches")
     validate(problem, plan)
     run = PipelineRun(problem, plan, pipe)
-    extra = {"microbatches": pipe.microbatches, "in_flight": in_flight_max(pipe.order)}
+    extra = {"microbatches": pipe.microbatches, "in_flight": pipe.in_flight}
     if run.code == 2:
         s = run.a
         o = int(run.op[s])
@@ -340,17 +312,8 @@ def keep_all_peak_of(graph, costs, pipeline=None) -> int:
         from .pipeline import keep_all_peak
 
         return keep_all_peak(graph, costs, pipeline)
-    plan = Plan({t.id: Decision.KEEP for t in graph.planning_tensors()})
-    run = _Run(_Unlimited(graph, costs), plan, _schedule(graph, None))
+    run = _Run(Unlimited(graph, costs), keep_all(graph), _schedule(graph, None))
     return int(run.curve.max()) if run.curve.size else 0
-
-
-class _Unlimited(NamedTuple):
-    """What the simulator reads of a problem, without a budget (``keep_all_peak_of``)."""
-
-    graph: object
-    costs: object
-    budget_bytes: float = math.inf
 
 
 def _events(run, nt: int = 0, mb_step=None) -> tuple[Event, ...]:
