@@ -1,6 +1,7 @@
 """The inner loop's two figures on the three published presets at budget 0.5: a `slack` plan and
 one simulated step (``detail=False``, the `slack` plan), best and median over repeats, in one
-process. Prints one JSON line, so two trees can be compared side by side, alternating, e.g.
+process; also that plan simulated under per-layer checkpointed regions (``simulate_regions_ms``:
+``Problem.with_regions("layers")``, docs/regions.md). Prints one JSON line, so two trees can be compared side by side, alternating, e.g.
 against a release checked out into /tmp/base (docs/journal/benchmarks-readme-2026-12-04.md, "Latest run"):
 
     git archive e8dcd62 slackswap | tar -x -C /tmp/base && ln -s $PWD/data /tmp/base/data
@@ -50,7 +51,11 @@ def main() -> None:
         simulate(p, plan, detail=False)
         slack_ms = _times(lambda p=p: planners.get("slack").plan(p), a.plans)
         sim_ms = _times(lambda p=p, plan=plan: simulate(p, plan, detail=False), a.sims)
-        out[model] = {"slack_ms": [round(x, 2) for x in slack_ms], "simulate_ms": [round(x, 3) for x in sim_ms]}
+        pr = p.with_regions("layers")
+        simulate(pr, plan, detail=False)
+        reg_ms = _times(lambda p=pr, plan=plan: simulate(p, plan, detail=False), a.sims)
+        out[model] = {"slack_ms": [round(x, 2) for x in slack_ms], "simulate_ms": [round(x, 3) for x in sim_ms],
+                      "simulate_regions_ms": [round(x, 3) for x in reg_ms]}
     print(json.dumps(out))
 
 

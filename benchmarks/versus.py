@@ -16,7 +16,8 @@ Rows, each a forward + loss + backward step (no optimizer) of the same model and
 * ``save_on_cpu``: ``torch.autograd.graph.save_on_cpu`` (``pin_memory`` on CUDA only);
 * per budget ``b`` (a fraction of the simulated keep-all peak, ``Problem.with_budget``), the
   ``slack`` plan of the step traced on the device, run two ways: ``slack apply`` (the executor,
-  ``slackswap.torch.apply``) and ``slack policy`` (``slackswap.torch.policy`` as the
+  ``slackswap.torch.apply``) and ``slack policy`` (the ``slack`` plan made for per-layer
+  regions, ``Problem.with_regions("layers")``, run by ``slackswap.torch.policy`` as the
   ``context_fn`` of per-layer checkpointing);
 * per budget, ``compile knapsack``: ``torch.compile`` (``--compile-backend``, default inductor)
   with ``torch._functorch.config.activation_memory_budget = b`` (PyTorch's own knapsack over
@@ -28,11 +29,12 @@ warm-up compiles, its seconds are in ``note``), the measured activation peak (CU
 ``torch.cuda.max_memory_allocated`` above what was allocated before the step; CPU: the same
 quantity read from PyTorch's profiler, ``profile_memory=True``: the peak of bytes allocated
 during one profiled step above those allocated before it; parameter gradients are allocated
-before the step in both), for ``slack apply`` also the saved-activation peak counted by the
-executor's hooks (docs/executor.md, "The saved-activation accounting") and its simulated value,
-the simulator's step time and peak for both slack rows (``policy`` simulated with one region per
-layer, docs/regions.md, "Checkpointed regions"), and the largest absolute difference of a
-parameter gradient from the plain step's.
+before the step in both), for both slack rows the saved-activation peak the step held (``slack
+apply``: counted by the executor's hooks, docs/executor.md, "The saved-activation accounting";
+``slack policy``: by ``CheckpointPlanPolicy.track()``) and its simulated value, the simulator's
+step time and peak for both slack rows (``slack policy``'s plan is made for, and simulated
+with, one region per layer: docs/regions.md, "Planning for checkpointed regions"), and the
+largest absolute difference of a parameter gradient from the plain step's.
 """
 
 from __future__ import annotations
@@ -180,9 +182,9 @@ def _slack_rows(model, graph, b, pb, regions, r, row):
     """The ``slack`` plan at ``pb``'s budget, run through ``apply`` and through ``policy``."""
     plan = planners.get("slack").plan(pb)
     sim = simulate(pb, plan, detail=False)
-    free = pb.with_budget(None)
-    if not sim.feasible:
-        sim = simulate(free, plan, detail=False)
+    fits = sim.fits
+    if not fits:
+        sim = simulate(pb.with_budget(None), plan, detail=False)
     ex = apply(model, plan, graph, problem=pb)
     r.zero()
     with ex:
@@ -197,13 +199,29 @@ def _slack_rows(model, graph, b, pb, regions, r, row):
         "sim step ms": sim.step_time_s * 1e3, "sim peak MiB": sim.peak_bytes / 2**20,
         "saved peak MiB": saved / 2**20,
         "sim saved peak MiB": simulated_saved_peak(graph, plan, problem=pb) / 2**20,
-        "note": f"keep/swap/recompute {counts}; simulated {'fits' if sim.fits else 'over budget'}"})
-    pol = policy(plan, graph)
-    sim_r = simulate(free, plan, regions=regions, detail=False)
+        "note": f"keep/swap/recompute {counts}; simulated {'fits' if fits else 'over budget'}"})
+    # planned for the regions it runs under (docs/regions.md, "Planning for checkpointed regions")
+    pr = pb.with_regions(regions)
+    plan_r = planners.get("slack").plan(pr)
+    sim_r = simulate(pr, plan_r, detail=False)
+    fits = sim_r.fits
+    if not fits:
+        sim_r = simulate(pr.with_budget(None), plan_r, detail=False)
+    if plan_r.info.status.value == "INFEASIBLE":   # the regions' floor is above the budget
+        fit_note = "no plan fits per-layer regions at this budget (slack: INFEASIBLE); simulated over budget"
+    else:
+        fit_note = f"simulated {'fits' if fits else 'over budget'}"
+    pol = policy(plan_r, graph)
     with _per_layer(model, context_fn=pol):
+        r.zero()
+        with pol.track() as tracked:
+            r.step()
+        counts = "/".join(str(sim_r.counts[k]) for k in ("keep", "recompute"))
         row("slack policy", b, r.step, **{
             "sim step ms": sim_r.step_time_s * 1e3, "sim peak MiB": sim_r.peak_bytes / 2**20,
-            "note": f"per-layer regions; simulated {'fits' if sim_r.peak_bytes <= pb.budget_bytes else 'over budget'}"})
+            "saved peak MiB": tracked.peak_saved_bytes / 2**20,
+            "sim saved peak MiB": simulated_saved_peak(graph, plan_r, problem=pr) / 2**20,
+            "note": f"planned for per-layer regions; keep/recompute {counts} as they run; {fit_note}"})
 
 
 def _compile_row(model, b, backend, r, row) -> str | None:

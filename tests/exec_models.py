@@ -93,3 +93,20 @@ def run_and_compare(model, plan, graph, inputs, problem, ref_grads, label: str, 
         assert torch.equal(p.grad, g), f"{label}: gradient of {pname} differs"
     return stats
 
+
+
+def checkpointed(model, name, context_fn, regions="layers"):
+    """Wrap the HF ``model`` (``name``: "gpt2", "bert" or "llama") in non-reentrant checkpointing
+    with ``context_fn``: every layer (``regions="layers"``) or the first layer alone
+    (``"first"``). Returns the model."""
+    from torch.utils.checkpoint import checkpoint
+
+    if regions == "layers":
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={
+            "use_reentrant": False, "context_fn": context_fn})
+        return model
+    base = model.base_model
+    blk = (base.encoder.layer if name == "bert" else base.h if name == "gpt2" else base.layers)[0]
+    fwd = blk.forward
+    blk.forward = lambda *a, **k: checkpoint(fwd, *a, use_reentrant=False, context_fn=context_fn, **k)
+    return model

@@ -174,3 +174,62 @@ def test_ops_written_in_place_are_not_cached():
     pol = policy(Plan(keep), g)
     assert {g.tensors[t].producer for t in pol.not_saved} == norms
     assert written_in_place(Problem.build("tiny", "a100-80gb", None).graph) == frozenset()
+
+
+def test_a_cached_output_is_held_until_the_replay_takes_it():
+    """``chain(6)``, regions ops 0-2 and 3-5, keep-all: every op is cached by the policy.
+    Steps: forward 0-5, then the backward steps of ops 5..0 at 6..11. Region 1 is replayed
+    before step 6 and takes a4 and a5 from the cache (nothing re-runs): they live to their last
+    backward use, a4 to op4's (7), a5 to op5's (6). Region 0's replay (before step 9) stops
+    after op1, the last op that made a tensor region 0's backward saves (a2, saved by op2), so
+    it never takes op2's output a3: the cache holds a3 until region 0's last backward step that
+    unpacks (op0's, 11), not only to op3's backward (8), its last use."""
+    from slackswap.experiments import synthetic
+
+    g = synthetic.chain(6, sizes=[3, 1, 4, 1, 5, 9], input_bytes=1)
+    keep = {t.id: K for t in g.planning_tensors()}
+    regions = {o.id: o.id // 3 for o in g.ops}
+    _, cached = region_decisions(g, keep, regions)
+    assert cached == {0, 1, 2, 3, 4}
+    _, sched = region_schedule(g, keep, regions)
+    assert not sched.recomputed
+    assert [(k, o) for k, o in zip(sched.kinds, sched.ops, strict=True)][6:12] == [
+        ("bwd", o) for o in range(5, -1, -1)]
+    spans = {t: sched.tensor_spans[t] for t in keep}
+    assert spans == {1: [(0, 10)], 2: [(1, 9)], 3: [(2, 11)], 4: [(3, 7)], 5: [(4, 6)]}
+
+
+def _crossing():
+    """x0 -> f -> h -> g -> y -> u -> w; v(y, w) -> z; loss(z). f, g, u in region 0; v and the
+    loss in none. f saves x0, g saves h, u saves y, v saves y, the loss saves z."""
+    from slackswap.core.graph import Graph, Op, Tensor
+
+    tensors = (Tensor(0, "x0", 1, None, kind="input"), Tensor(1, "h", 2, 0), Tensor(2, "y", 4, 1),
+               Tensor(3, "w", 8, 2), Tensor(4, "z", 16, 3), Tensor(5, "l", 0, 4, kind="loss"))
+    ops = (Op(0, "f", 0, "matmul", inputs=(0,), outputs=(1,), saves=(0,)),
+           Op(1, "g", 0, "matmul", inputs=(1,), outputs=(2,), saves=(1,)),
+           Op(2, "u", 0, "matmul", inputs=(2,), outputs=(3,), saves=(2,)),
+           Op(3, "v", None, "matmul", inputs=(2, 3), outputs=(4,), saves=(2,)),
+           Op(4, "loss", None, "loss", inputs=(4,), outputs=(5,), saves=(4,)))
+    return Graph("crossing", ops, tensors), {0: 0, 1: 0, 2: 0}
+
+
+def test_a_replay_makes_its_own_copy_of_a_tensor_kept_for_a_reader_outside():
+    """``_crossing``: y is made in region 0 and saved by u (inside) and v (outside), so it is
+    kept whatever the plan says. With h and y recomputed nothing is cached; region 0's replay
+    (before u's backward, step 9) re-runs f (7) and g (8), and g's re-run makes a new y, which
+    u's backward reads (9); the kept y serves v only, until v's backward (6). Before, one y
+    lived from step 1 to 9. With h and y kept, f and g are cached and the replay takes them: one
+    y, to u's backward (7), and h to g's (8)."""
+    g, regions = _crossing()
+    plan = {1: R, 2: R, 4: K}
+    eff, cached = region_decisions(g, plan, regions)
+    assert not cached and eff[2] is K and eff[1] is R
+    _, sched = region_schedule(g, plan, regions)
+    assert list(zip(sched.kinds, sched.ops, strict=True))[5:12] == [
+        ("bwd", 4), ("bwd", 3), ("rec", 0), ("rec", 1), ("bwd", 2), ("bwd", 1), ("bwd", 0)]
+    assert sorted(sched.tensor_spans[2]) == [(1, 6), (8, 9)]
+    assert sched.tensor_spans[1] == [(0, 1), (7, 10)]
+    _, sched = region_schedule(g, {1: K, 2: K, 4: K}, regions)
+    assert not sched.recomputed
+    assert sched.tensor_spans[2] == [(1, 7)] and sched.tensor_spans[1] == [(0, 8)]

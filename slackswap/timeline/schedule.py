@@ -176,22 +176,30 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision],
                     replay_upto[r] = max(replay_upto.get(r, -1), p)
     replayed: set = set()
     region_end: dict[object, int] = {}
+    replay_bwd: dict[object, int] = {}   # region -> the backward step its replay runs before
+    replay_copy: dict[int, int] = {}     # kept tensor -> the step its region's replay re-made it
     grad_from: dict[int, int] = {}
     for j in range(n - 1, -1, -1):
         cur_stage[0] = j
         op = ops[j]
         saves = list(dict.fromkeys(op.saves))
         r = regions.get(j) if regions else None
-        if r is not None and saves and r not in replayed:
+        first = r is not None and saves and r not in replayed
+        if first:
             replayed.add(r)
             for o in region_ops[r]:
                 if o <= replay_upto.get(r, -1) and o not in cached:
                     for x in dict.fromkeys(ops[o].inputs):
                         need(x)
                     rerun(o)
+                    for y in ops[o].outputs:   # kept for a reader outside: the replay makes a copy
+                        if dec(y) is Decision.KEEP:
+                            replay_copy[y] = len(kinds) - 1
         for t in saves:
             need(t)
         s = add_step(BWD, j)
+        if first:
+            replay_bwd[r] = s
         for t in saves:
             use_steps.setdefault(t, []).append(s)
         for x in dict.fromkeys(op.inputs):
@@ -217,11 +225,25 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision],
         if t.producer is None:
             intervals.append((0, last_step, t.bytes, t.name))
         elif t.id in keep_from:
+            if t.id in replay_copy:
+                # the region's own re-runs and backward steps read the replay's copy; the kept
+                # original serves the readers outside the region
+                a, r = replay_copy[t.id], regions[t.producer]
+                mine = {x for x in u or () if x >= a and kinds[x] != FWD and regions.get(step_ops[x]) == r}
+                intervals.append((a, max(mine, default=a), t.bytes, f"re:{t.name}"))
+                spans.setdefault(t.id, []).append(intervals[-1][:2])
+                u = [x for x in u or () if x not in mine]
             end = max(u) if u else keep_from[t.id]
             if regions:   # a kept tensor no backward op reads: a region's input, held for its replay
                 end = max(end, last_fwd[t.id], *(region_end.get(regions.get(o), -1)
                                                   for o in graph.consumers[t.id]
                                                   if regions.get(o) not in (None, regions.get(t.producer))))
+            if t.producer in cached:   # the policy's cache holds it until the replay takes it
+                r = regions[t.producer]
+                if r in replay_bwd and t.producer <= replay_upto.get(r, -1):
+                    end = max(end, replay_bwd[r] - 1)    # taken by the replay; its frames drop it after
+                else:
+                    end = max(end, region_end.get(r, end))   # never taken: until the checkpoint goes
             intervals.append((keep_from[t.id], end, t.bytes, t.name))
             spans.setdefault(t.id, []).append(intervals[-1][:2])
         elif t.id in swap_fwd:

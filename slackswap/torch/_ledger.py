@@ -49,6 +49,19 @@ def simulated_saved_peak(graph, plan, issue_points: dict[int, int]) -> int:
     return peak_of(spans, sched.n_steps)
 
 
+def region_saved_peak(graph, plan, regions: dict, swap: str) -> int:
+    """The saved-activation peak of ``plan`` run under selective checkpointing of ``regions``:
+    the planning tensors' lives in the region schedule (``timeline.regions.region_schedule``),
+    counted as described in this module's docstring (nothing is copied there)."""
+    from ..timeline.regions import region_schedule  # the checkpointed-regions option only
+
+    _, sched = region_schedule(graph, plan.decisions, regions, swap)
+    planning = {t.id for t in graph.planning_tensors()}
+    spans = [(a, f, graph.tensors[tid].bytes) for tid, lives in sched.tensor_spans.items()
+             if tid in planning for a, f in lives]
+    return peak_of(spans, sched.n_steps)
+
+
 def issue_stages(graph, plan, problem=None, issue_points=None, sched=None) -> dict[int, int]:
     """The issue stage of every swapped tensor of ``plan`` as ``apply`` uses it: ``issue_points``
     when given, else as ``simulate`` places them on ``problem``, else the plan's own points and

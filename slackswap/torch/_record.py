@@ -99,6 +99,7 @@ class Recorder(TorchDispatchMode):
         self.live: dict[int, StorageRec] = {}
         self.extra: list[str] = []  # calls after the traced forward, before the backward pass
         self.hint = ""              # put before a mismatch message (a graph traced on meta)
+        self.made_recs: list[StorageRec] | None = None   # every record made, when a list is given
 
     def lookup(self, k) -> StorageRec | None:
         """The record of the live storage with key ``k``: None when there is none, or when the
@@ -183,6 +184,8 @@ class Recorder(TorchDispatchMode):
             rec.calls.append((call, i))
             call.created.append((i, rec))
             self.live[k] = rec
+            if self.made_recs is not None:
+                self.made_recs.append(rec)
             real = True
         if self.made is not None and real and idx is not None:
             _name(self.made[idx], [r for _, r in call.created], wrote)

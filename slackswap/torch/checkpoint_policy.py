@@ -32,7 +32,7 @@ from ..core.errors import ConfigError, ExecutionError, ParameterError
 from ..core.plan import Decision, Plan
 from ._check import check_plan
 
-__all__ = ["SWAP_AS", "CheckpointPlanPolicy", "offload_supported", "policy"]
+__all__ = ["SWAP_AS", "CheckpointPlanPolicy", "PolicyRun", "offload_supported", "policy"]
 
 #: how a SWAP decision can be given to selective checkpointing
 SWAP_AS = ("save", "offload", "recompute")
@@ -69,15 +69,17 @@ class _RecomputeMode(TorchDispatchMode):
     """The recompute context of one region: marks that a backward pass has run (so the next
     region starts a new step), then hands every call to selective checkpointing's own mode."""
 
-    def __init__(self, inner, owner):
+    def __init__(self, inner, owner, region):
         super().__init__()
-        self.inner, self.owner = inner, owner
+        self.inner, self.owner, self.region = inner, owner, region
 
     def __enter__(self):
         self.owner._backward_seen = True
+        self.owner.replaying = self.region
         return self.inner.__enter__()
 
     def __exit__(self, *exc):
+        self.owner.replaying = None
         return self.inner.__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # pragma: no cover - never pushed
@@ -123,6 +125,9 @@ class CheckpointPlanPolicy:
         self.counts: Counter = Counter()
         self.pos = 0
         self._backward_seen = False
+        self._region: list[int] = []          # the traced calls of the region running forward
+        #: the traced calls of the region being replayed (None outside a replay)
+        self.replaying: list[int] | None = None
 
     def _unsave_written(self, call_ops, dec) -> None:
         """Selective checkpointing cannot save what is written in place: autograd bumps the
@@ -163,7 +168,25 @@ class CheckpointPlanPolicy:
         if self._backward_seen:
             self.reset()
         fwd, rec = create_selective_checkpoint_contexts(self.policy_fn)
-        return fwd, _RecomputeMode(rec, self)
+        self._region = []
+        return fwd, _RecomputeMode(rec, self, self._region)
+
+    def saved_call(self, k: int) -> bool:
+        """Is the output of traced call ``k`` saved (cached, so never replayed)?"""
+        return self.policies[k] is CheckpointPolicy.MUST_SAVE
+
+    def track(self) -> PolicyRun:
+        """A context manager around one eager step (its forward and backward pass) run with this
+        policy: counts the saved-activation bytes the step holds (docs/executor.md, "What a
+        policy run holds: `CheckpointPlanPolicy.track()`"). After the block,
+        ``run.peak_saved_bytes`` is the peak, the value ``simulated_saved_peak(graph, plan,
+        regions=..., swap=...)`` gives for the same regions.
+
+        >>> with pol.track() as run:                      # doctest: +SKIP
+        ...     model(**inputs).loss.backward()
+        >>> run.peak_saved_bytes                          # doctest: +SKIP
+        """
+        return PolicyRun(self)
 
     def _match(self, name: str, out) -> int | None:
         nbytes = None
@@ -196,9 +219,40 @@ class CheckpointPlanPolicy:
                                  f"forward ({len(self.aten_ops)} calls); the model or its input "
                                  "shapes differ from the traced ones")
         self.pos = k + 1
+        if not getattr(ctx, "is_recompute", False):
+            self._region.append(k)
         p = self.policies[k]
         self.counts[_NAMES[p]] += 1
         return p
+
+
+class PolicyRun:
+    """What ``CheckpointPlanPolicy.track()`` counted in one step: ``peak_saved_bytes`` (None
+    until the block ends), ``replayed_calls`` (calls the regions re-ran in the backward pass)."""
+
+    def __init__(self, pol: CheckpointPlanPolicy):
+        self.pol = pol
+        self.peak_saved_bytes: int | None = None
+        self.replayed_calls = 0
+        self._mode = None
+
+    def __enter__(self) -> PolicyRun:
+        from ._sac_ledger import SacLedger
+
+        if self._mode is not None:
+            raise ExecutionError("track: this run is already recording; call pol.track() again "
+                                 "for another step")
+        self.pol.reset()
+        self._mode = SacLedger(self.pol)
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        mode, self._mode = self._mode, None
+        mode.__exit__(*exc)
+        if exc[0] is None:
+            self.peak_saved_bytes = mode.finish()
+            self.replayed_calls = mode.replayed
 
 
 def _in_place(name: str) -> bool:
