@@ -428,3 +428,66 @@ def test_regions_are_refused_on_a_pipeline_stage():
     with pytest.raises(ParameterError, match="regions: not with a pipeline stage .stage 0 of 2"):
         p.with_regions("layers")
     assert p.with_regions(None).regions is None
+
+
+def test_sweep_over_regions_plans_each_run_for_them():
+    """``sweep(..., regions=["none", "layers"])``: an axis of the grid. Each ``layers`` row is the
+    planner's plan of ``Problem.with_regions("layers", region_swap)``, judged there, its bound the
+    ideal step; the ``none`` rows are the runs without regions."""
+    from slackswap import experiments
+
+    for swap in ("save", "recompute"):
+        df = experiments.sweep(["tiny"], ["a100-80gb"], [0.7], ["slack", "dp-checkpoint"], workers=1,
+                               progress=False, regions=["none", "layers"], region_swap=swap)
+        assert df["regions"].tolist() == ["", "", "layers", "layers"]
+        assert df["region_swap"].tolist() == ["", "", swap, swap]
+        for row in df.itertuples():
+            p = Problem.build("tiny", "a100-80gb", budget=0.7)
+            if row.regions:
+                p = p.with_regions("layers", swap)
+                assert "under checkpointed regions" in row.bound_how
+            r = simulate(p, planners.get(row.planner).plan(p), detail=False)
+            assert (row.status, row.step_time_s, row.peak_bytes) == ("FEASIBLE", r.step_time_s, r.peak_bytes)
+
+
+@pytest.mark.parametrize("kw,text", [
+    ({"regions": "blocks"}, "sweep: regions: must be 'none' or 'layers' (docs/regions.md); got 'blocks'"),
+    ({"regions": ["none", None]}, "sweep: regions[1]: expected each value once (the same as regions[0]); got None"),
+    ({"regions": math.nan}, "sweep: regions: must be 'none' or 'layers' (docs/regions.md); got nan"),
+    ({"regions": "layers", "region_swap": "offload"}, "sweep: region_swap: must be one of save, recompute; got 'offload'"),
+    ({"region_swap": "recompute"}, "sweep: region_swap: only with regions"),
+])
+def test_bad_regions_axis_is_one_line(kw, text):
+    from slackswap import experiments
+    from slackswap.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        experiments.sweep(["tiny"], ["a100-80gb"], [0.7], ["slack"], workers=1, progress=False, **kw)
+    assert str(e.value).startswith(text)
+
+
+def test_sweep_file_with_regions(tmp_path, capsys):
+    from slackswap.core.errors import ConfigError
+    from slackswap.experiments.sweepfiles import sweep_from_dict
+
+    doc = {"models": ["tiny"], "budgets": [0.7], "planners": ["slack"]}
+    cfg = sweep_from_dict({**doc, "regions": ["none", "layers"], "region_swap": "recompute"})
+    assert (cfg["regions"], cfg["region_swap"]) == (["none", "layers"], "recompute")
+    for extra, text in (({"regions": 5}, "sweep: regions: expected a string or a list; got 5"),
+                        ({"regions": ["layers", "layers"]}, "sweep: regions[1]: expected each value once"),
+                        ({"regions": "layers", "region_swap": 1}, "sweep: region_swap: expected a string; got 1")):
+        with pytest.raises(ConfigError) as e:
+            sweep_from_dict({**doc, **extra})
+        assert str(e.value).startswith(text)
+    f = tmp_path / "regions.toml"
+    f.write_text('models = ["tiny"]\nbudgets = [0.7]\nplanners = ["slack"]\nregions = ["none", "layers"]\n'
+                 'workers = 1\n')
+    out = tmp_path / "out.csv"
+    assert main(["sweep", str(f), "--out", str(out)]) == 0
+    import pandas as pd
+
+    rows = pd.read_csv(out, keep_default_na=False)
+    assert rows["regions"].tolist() == ["", "layers"] and rows["region_swap"].tolist() == ["", "save"]
+    f.write_text('models = ["tiny"]\nbudgets = [0.7]\nplanners = ["slack"]\nregions = "blocks"\n')
+    assert main(["sweep", str(f)]) == 2
+    assert "regions.toml: regions: must be 'none' or 'layers'" in capsys.readouterr().err

@@ -85,7 +85,7 @@ def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[fl
         return pipeline_bound(problem)
     best, how = float(problem.ideal_step_s), "ideal step (every op once, no stall)"
     if getattr(problem, "regions", None) is not None:
-        return best, how + "; under checkpointed regions no other bound is proven (docs/milp.md)"
+        return best, how + "; under checkpointed regions no other bound is proven (docs/regions.md, \"What is proven\")"
     cap = capacity_bound(problem)
     if cap > best:
         best, how = cap, "PCIe-capacity bound (recompute or copy out what exceeds the budget)"

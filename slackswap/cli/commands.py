@@ -285,15 +285,13 @@ def _compare(args, console) -> int:
     for n in names:
         planners.get(n)  # unknown names: one error line
     problem = _with_regions(args, _problem(args))  # validates model, hardware, parallel setting and budget up front
-    if problem.regions is not None:   # one problem under checkpointed regions: planned here, in this process
-        df = experiments.run_problems({args.model: problem}, names)
-    else:
-        overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation")
-                     if getattr(args, k) is not None}
-        par = _parallel(args)   # a preset name or .toml path as given (the rows name it), else the keys
-        par = par if par is None else args.parallel if "=" not in args.parallel else par.as_dict()
-        df = experiments.sweep(args.model, args.hardware, args.budget, names, overrides=overrides, link=args.link,
-                               workers=1, progress=False, parallel=par)
+    overrides = {k: getattr(args, k) for k in ("seq", "batch", "attention", "implementation")
+                 if getattr(args, k) is not None}
+    par = _parallel(args)   # a preset name or .toml path as given (the rows name it), else the keys
+    par = par if par is None else args.parallel if "=" not in args.parallel else par.as_dict()
+    df = experiments.sweep(args.model, args.hardware, args.budget, names, overrides=overrides, link=args.link,
+                           workers=1, progress=False, parallel=par, regions=args.regions,
+                           region_swap=problem.region_swap)
     cols = {"label": "planner", "status": "status", "throughput_ratio": "ratio", "step_time_s": "step",
             "peak_bytes": "peak", "stall_s": "stall", "recompute_s": "recompute", "swapped_bytes": "swapped",
             "n_keep": "keep", "n_swap": "swap", "n_recompute": "recomp.", "gap_to_bound": "gap to bound",
@@ -328,7 +326,7 @@ def _load_sweep_checked(args) -> None:
         cfg = experiments.load_sweep(args.config, max_runs=args.max_runs)
         experiments.grid(cfg["models"], cfg["hardware"], cfg["budgets"], cfg["planners"], overrides=cfg["overrides"],
                          planner_params=cfg["planner_params"], link=cfg["link"], max_runs=args.max_runs,
-                         parallel=cfg["parallel"])
+                         parallel=cfg["parallel"], regions=cfg["regions"], region_swap=cfg["region_swap"])
         for _, name, params in experiments.variants(cfg["planners"], cfg["planner_params"]):
             planners.get(name, **params)   # unknown names and bad parameters: before any run
     except SlackSwapError:

@@ -1,6 +1,7 @@
 """Experiments: sweep grids of settings into one tidy pandas DataFrame (docs/experiments.md).
 
-One **run** = (model, hardware, link, spec overrides, parallel setting, budget, planner variant): build the
+One **run** = (model, hardware, link, spec overrides, parallel setting, checkpointed regions, budget,
+planner variant): build the
 ``Problem``, plan it, judge the plan with ``timeline.simulate``, and flatten everything into one
 ``RunRow`` (``dataclasses.asdict``; STYLE.md 4, after Calculon's one-CSV-row-per-execution).
 Runs are independent, so any ``concurrent.futures.Executor`` runs them (processes by default; a
@@ -45,7 +46,9 @@ from . import runcache
 WALL_COLUMNS = ("solve_s",)
 """Columns that measure wall time: they differ between two otherwise identical sweeps."""
 
-SETTING_COLUMNS = ("model", "hardware", "link", "overrides", "parallel", "budget")
+SETTING_COLUMNS = ("model", "hardware", "link", "overrides", "parallel", "regions", "region_swap", "budget")
+#: the values of a sweep's ``regions`` axis (None: no checkpointing; docs/regions.md)
+REGIONS = (None, "layers")
 """Columns that identify one setting (a problem); planners are compared within a setting."""
 
 MAX_RUNS = 10_000
@@ -67,6 +70,9 @@ class RunSpec:
     overrides: dict = field(default_factory=dict)
     bound: bool | dict = True
     parallel: str | dict | None = None
+    #: checkpointed regions the step runs under (None or "layers"; ``Problem.with_regions``)
+    regions: str | None = None
+    region_swap: str = "save"
 
     def key(self) -> str:
         """The cache key: these settings, the content of the model spec, hardware and link they
@@ -100,6 +106,8 @@ class RunRow:
     params: str
     overrides: str
     parallel: str = ""
+    regions: str = ""
+    region_swap: str = ""
     status: str = "ERROR"
     message: str = ""
     solve_s: float = math.nan
@@ -181,10 +189,13 @@ def _bound_kwargs(bound) -> dict | None:
 
 
 @lru_cache(maxsize=64)
-def _bound(setting: str, budget_bytes: float, kwargs_json: str = "{}"):
+def _bound(setting: str, budget_bytes: float, kwargs_json: str = "{}", regions: str | None = None,
+           region_swap: str = "save"):
     """``slackswap.bounds.lower_bound`` of one problem (``setting``: its content digest, a key of
-    ``_PROBLEMS``), or (nan, why) while it is unavailable."""
+    ``_PROBLEMS``; under ``regions`` when given), or (nan, why) while it is unavailable."""
     problem = replace(_PROBLEMS[setting], budget_bytes=budget_bytes)
+    if regions is not None:
+        problem = problem.with_regions(regions, region_swap)
     seconds, how = bounds.lower_bound(problem, **json.loads(kwargs_json))
     return float(seconds), str(how)
 
@@ -208,7 +219,8 @@ def _settings_row(spec: RunSpec) -> RunRow:
     row = RunRow(model=spec.model, hardware=spec.hardware, link=_link_name(spec.link), budget=math.nan,
                  budget_bytes=math.nan, planner=spec.planner, label=spec.label,
                  params=json.dumps(spec.params, sort_keys=True), overrides=json.dumps(spec.overrides, sort_keys=True),
-                 parallel=_parallel_name(spec.parallel), version=__version__)
+                 parallel=_parallel_name(spec.parallel), regions=spec.regions or "",
+                 region_swap=spec.region_swap if spec.regions else "", version=__version__)
     if isinstance(spec.budget, float):
         row.budget = round(spec.budget, 6)
     if spec.link is None:
@@ -250,9 +262,12 @@ def _run_one(spec: RunSpec) -> dict:
         problem = base.with_budget(spec.budget)
         row.budget_bytes = float(problem.budget_bytes)
         row.budget = round(problem.budget_bytes / problem.budget_base_bytes, 6)
+        if spec.regions is not None:
+            problem = problem.with_regions(spec.regions, spec.region_swap)
         kw = _bound_kwargs(spec.bound)
         bound = None if kw is None else \
-            (lambda: _bound(setting, float(problem.budget_bytes), json.dumps(kw, sort_keys=True)))
+            (lambda: _bound(setting, float(problem.budget_bytes), json.dumps(kw, sort_keys=True),
+                            spec.regions, spec.region_swap))
         _plan_and_judge(row, problem, spec.planner, spec.params, bound)
     except Exception as e:  # noqa: BLE001 - a failed run is a row, never a crashed sweep
         row.status, row.message = "ERROR", f"{type(e).__name__}: {' '.join(str(e).split())}"
@@ -377,11 +392,11 @@ def variants(planners, planner_params=None) -> list[tuple[str, str, dict]]:
 
 
 def count_runs(models, hardware, budgets, planners, *, overrides=None, planner_params=None, link=None,
-               parallel=None) -> int:
+               parallel=None, regions=None) -> int:
     """How many runs ``grid`` of these arguments has, without building it."""
     n = len(variants(planners, planner_params))
     for x, what in ((models, "models"), (hardware, "hardware"), (link, "link"), (overrides, "overrides"),
-                    (parallel, "parallel"), (budgets, "budgets")):
+                    (parallel, "parallel"), (regions, "regions"), (budgets, "budgets")):
         n *= len(_as_list(x, what))
     return n
 
@@ -411,18 +426,47 @@ def check_runs(n: int, max_runs: int | None, what: str = "sweep") -> None:
                           f"(CLI --max-runs) to run them anyway")
 
 
+def check_regions_axis(regions, region_swap, where: str = "sweep") -> list:
+    """The ``regions`` axis as a list (``ConfigError`` unless each value is one of ``REGIONS``,
+    the string "none" read as None) and ``region_swap`` checked ("save" or "recompute", and not
+    "recompute" without regions)."""
+    from ..timeline.regions import SWAP_AS  # the checkpointed-regions option only
+
+    out = []
+    for i, r in enumerate(_as_list(regions, "regions")):
+        r = None if r == "none" else r
+        if r not in REGIONS:
+            at = f"regions[{i}]" if isinstance(regions, (list, tuple)) else "regions"
+            raise ConfigError(f"{where}: {at}: must be 'none' or 'layers' (docs/regions.md); got {r!r}")
+        if r in out:
+            raise ConfigError(f"{where}: regions[{i}]: expected each value once (the same as "
+                              f"regions[{out.index(r)}]); got {regions[i]!r}")
+        out.append(r)
+    if not isinstance(region_swap, str) or region_swap not in SWAP_AS:
+        raise ConfigError(f"{where}: region_swap: must be one of {', '.join(SWAP_AS)}; got {region_swap!r}")
+    if region_swap != "save" and all(r is None for r in out):
+        raise ConfigError(f"{where}: region_swap: only with regions (what a SWAP inside a checkpointed "
+                          f"region becomes); got region_swap={region_swap!r} and no regions")
+    return out
+
+
 def grid(models, hardware, budgets, planners, *, overrides=None, planner_params=None, link=None,
-         bound=True, max_runs: int | None = MAX_RUNS, parallel=None) -> list[RunSpec]:
+         bound=True, max_runs: int | None = MAX_RUNS, parallel=None, regions=None,
+         region_swap: str = "save") -> list[RunSpec]:
     """Every run of a sweep, in the sweep's (deterministic) order: model, hardware, link,
-    overrides, parallel setting, budget, planner variant. More than ``max_runs`` runs raise
+    overrides, parallel setting, regions, budget, planner variant. More than ``max_runs`` runs raise
     ``ConfigError``, and so does a value given twice in one axis (``models``, ``hardware``,
-    ``link``, ``overrides``, ``parallel``, ``budgets``, ``planners``), naming it, before anything
-    else is checked; so does a parallel setting that is not one (docs/parallel.md)."""
+    ``link``, ``overrides``, ``parallel``, ``regions``, ``budgets``, ``planners``), naming it, before
+    anything else is checked; so does a parallel setting that is not one (docs/parallel.md), and a
+    ``regions`` value or ``region_swap`` that is not one (``check_regions_axis``)."""
     for axis, values in (("models", models), ("hardware", hardware), ("link", link), ("overrides", overrides),
-                         ("parallel", parallel), ("budgets", budgets), ("planners", planners)):
+                         ("parallel", parallel), ("regions", regions), ("budgets", budgets),
+                         ("planners", planners)):
         each_once(values, axis, "sweep")
     check_runs(count_runs(models, hardware, budgets, planners, overrides=overrides,
-                          planner_params=planner_params, link=link, parallel=parallel), max_runs)
+                          planner_params=planner_params, link=link, parallel=parallel, regions=regions),
+               max_runs)
+    regs = check_regions_axis(regions, region_swap)
     vs = variants(planners, planner_params)
     for i, ov in enumerate(_as_list(overrides, "overrides")):
         if ov is not None and not isinstance(ov, dict):
@@ -432,21 +476,27 @@ def grid(models, hardware, budgets, planners, *, overrides=None, planner_params=
         if p is not None and not isinstance(p, (str, dict)):
             raise ConfigError(f"parallel[{i}]: expected a dict of parallel keys or a preset name; got {p!r}")
         as_parallel(p, f"parallel[{i}]" if isinstance(parallel, (list, tuple)) else "parallel")
-    return [RunSpec(m, h, lk, b, name, label, params, dict(ov or {}), bound, p)
-            for m, h, lk, ov, p, b in itertools.product(_as_list(models, "models"), _as_list(hardware, "hardware"),
-                                                       _as_list(link, "link"), _as_list(overrides, "overrides"),
-                                                       pars, _as_list(budgets, "budgets"))
+    return [RunSpec(m, h, lk, b, name, label, params, dict(ov or {}), bound, p, r,
+                    region_swap if r is not None else "save")
+            for m, h, lk, ov, p, r, b in itertools.product(_as_list(models, "models"), _as_list(hardware, "hardware"),
+                                                          _as_list(link, "link"), _as_list(overrides, "overrides"),
+                                                          pars, regs, _as_list(budgets, "budgets"))
             for label, name, params in vs]
 
 
 def sweep(models, hardware, budgets, planners, *, overrides=None, planner_params=None, link=None,
           executor: cf.Executor | None = None, workers: int = 2, cache=None, progress: bool = True,
-          bound: bool = True, on_row=None, max_runs: int | None = MAX_RUNS, parallel=None):
-    """Run the grid ``models x hardware x link x overrides x parallel x budgets x planner variants``.
+          bound: bool = True, on_row=None, max_runs: int | None = MAX_RUNS, parallel=None,
+          regions=None, region_swap: str = "save"):
+    """Run the grid ``models x hardware x link x overrides x parallel x regions x budgets x planner
+    variants``.
 
     ``overrides``: a dict (or list of dicts) of spec overrides (seq, batch, attention, layers ...).
     ``parallel``: a parallel setting (a dict of its keys or a ``data/parallel`` preset name) or a
     list of them (None: one GPU; docs/parallel.md).
+    ``regions``: None (no checkpointing), ``"layers"`` (every run planned and judged under per-layer
+    checkpointed regions, ``Problem.with_regions``; docs/regions.md) or a list of them ("none" is
+    None); ``region_swap``: what a SWAP inside a region becomes, "save" or "recompute".
     ``planner_params``: dict name -> params, or a list of ``(label, name, params)`` variants.
     ``link``: link preset name(s) or dict(s) of ``Hardware.with_link`` changes (None: the preset's).
     ``executor``: any ``concurrent.futures.Executor`` (e.g. ``distributed.Client().get_executor()``);
@@ -465,7 +515,8 @@ def sweep(models, hardware, budgets, planners, *, overrides=None, planner_params
 
     _bound_kwargs(bound)      # a bad ``bound`` fails before any run starts
     specs = grid(models, hardware, budgets, planners, overrides=overrides, planner_params=planner_params,
-                 link=link, bound=bound, max_runs=max_runs, parallel=parallel)
+                 link=link, bound=bound, max_runs=max_runs, parallel=parallel, regions=regions,
+                 region_swap=region_swap)
     cache_dir = user_path(cache) if cache is not None else None
     keys: list[str | None] = [None] * len(specs)
     if cache_dir is not None:

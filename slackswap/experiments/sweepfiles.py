@@ -17,7 +17,7 @@ from ..core.limits import resolve_budget
 from ..core.paths import check_output, data_dir, read_document, user_path
 from ..core.schema import PosFloat, PosInt, Schema, parse
 from ..models import as_parallel
-from .runs import MAX_RUNS, check_runs, count_runs, each_once, sweep, variants
+from .runs import MAX_RUNS, check_regions_axis, check_runs, count_runs, each_once, sweep, variants
 
 __all__ = ["SWEEP_KEYS", "load_sweep", "run_sweep_file", "sweep_from_dict", "sweeps_dir"]
 
@@ -78,6 +78,9 @@ class SweepFile(Schema):
     overrides: dict[str, Any] | list[dict[str, Any]] | None = None
     parallel: Annotated[str, Field(min_length=1)] | dict[str, Any] | \
         Annotated[list[Annotated[str, Field(min_length=1)] | dict[str, Any]], Field(min_length=1)] | None = None
+    regions: Annotated[str, Field(min_length=1)] | \
+        Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] | None = None
+    region_swap: str = "save"
     workers: PosInt = 2
     by: Annotated[str, Field(min_length=1)] = "budget"
     bound: bool | dict[str, Any] = True
@@ -125,11 +128,13 @@ def sweep_from_dict(doc, where: str = "sweep", default_name: str = "sweep", max_
     out = {"name": f.name or default_name, "description": f.description, "models": f.models,
            "hardware": f.hardware, "budgets": budgets, "planners": f.planners,
            "planner_params": params, "link": f.links, "overrides": f.overrides, "parallel": f.parallel,
+           "regions": f.regions, "region_swap": f.region_swap,
            "workers": f.workers, "bound": f.bound, "by": f.by}
 
     check_runs(count_runs(out["models"], out["hardware"], budgets, out["planners"], overrides=out["overrides"],
-                          planner_params=params, link=out["link"], parallel=f.parallel),
+                          planner_params=params, link=out["link"], parallel=f.parallel, regions=f.regions),
                max_runs, where)   # before any check of planners
+    check_regions_axis(f.regions, f.region_swap, where)
     pars = f.parallel if isinstance(f.parallel, list) else [f.parallel]
     for i, p in enumerate(pars):   # every setting read and checked now, not in the middle of a sweep
         as_parallel(p, f"{where}: parallel" + (f"[{i}]" if isinstance(f.parallel, list) else ""))
@@ -149,7 +154,7 @@ def _each_once(f: SweepFile, where: str) -> None:
     links or overrides): the sweep would compute the same runs twice and its table could not tell
     them apart. Raised before any run, naming the axis, the position and the value."""
     axes = {"models": f.models, "hardware": f.hardware, "planners": f.planners, "links": f.links,
-            "overrides": f.overrides, "parallel": f.parallel}
+            "overrides": f.overrides, "parallel": f.parallel, "regions": f.regions}
     if not isinstance(f.budgets, BudgetRange):
         axes["budgets"] = f.budgets
     if f.variants is not None:

@@ -11,7 +11,7 @@ from ..core.errors import ConfigError
 
 __all__ = ["AGGREGATIONS", "SETTINGS", "ablation_table", "capacity_notes", "optimality_table", "setting_index"]
 
-SETTINGS = ("model", "hardware", "link", "overrides", "parallel", "budget")
+SETTINGS = ("model", "hardware", "link", "overrides", "parallel", "regions", "region_swap", "budget")
 """The columns that together name one setting of a sweep (``experiments.SETTING_COLUMNS``)."""
 
 AGGREGATIONS = ("mean", "median", "min", "max")
