@@ -30,7 +30,6 @@ from slackswap.experiments.synthetic import chain, mixed_dag
 from slackswap.models import Parallel
 from slackswap.timeline import issue_points
 from slackswap.timeline.pipeline import Pipeline, PipelineRun, ideal_timeline, pipeline_of
-from slackswap.timeline.regions import layer_regions
 from slackswap.timeline.schedule import compile_schedule
 from slackswap.timeline.simulate import _Run
 
@@ -205,6 +204,66 @@ def test_one_stage_one_microbatch_unrolls_to_today():
     assert n == 7 * 12 * 3
 
 
+def test_one_stage_one_microbatch_unrolls_a_region_schedule_to_today():
+    """A region schedule (docs/regions.md) unrolled by Pipeline(1, 0, 1) is the one-GPU run of
+    the same schedule exactly: random graphs, regions, plans, both ``swap``, tight budgets to
+    none."""
+    from slackswap.timeline.regions import region_schedule
+
+    rng = random.Random(11)
+    pipe = Pipeline(1, 0, 1)
+    n = 0
+    for seed in range(6):
+        g = mixed_dag(seed, 7)
+        base = Problem.from_graph(g, CostModel.unit(g, bwd_factor=1.5), min_feasible_bytes=0)
+        cut = rng.randint(1, len(g.ops) - 1)
+        regions = {o.id: int(o.id >= cut) for o in g.ops if rng.random() < 0.9}
+        for _ in range(6):
+            swap = rng.choice(["save", "recompute"])
+            planning, sched = region_schedule(g, _random_decisions(rng, g, base.planning_ids), regions, swap)
+            plan = Plan(planning)
+            for frac in (0.6, 0.9, None):
+                p = base.with_budget(frac)
+                _same_run(_Run(p, plan, sched), PipelineRun(p, plan, pipe, schedule=sched))
+                n += 1
+    assert n == 6 * 6 * 3
+
+
+def test_gradient_accumulation_replays_each_microbatchs_regions():
+    """pp = 1, two micro-batches, per-layer regions, keep-all: the micro-batches run one after
+    the other, so the peak is one micro-batch's, and each replays its regions: twice the
+    recompute time, the same decisions."""
+    one = Problem.build("tiny", "a100-80gb", budget=None).with_regions("layers")
+    two = Problem.build("tiny", "a100-80gb", budget=None,
+                        parallel={"pp": 1, "microbatches": 2}).with_regions("layers")
+    keep = Plan({t: K for t in one.planning_ids})
+    a, b = simulate(one, keep), simulate(two, keep)
+    assert a.recompute_s > 0 and b.recompute_s == pytest.approx(2 * a.recompute_s, rel=1e-12)
+    assert b.peak_bytes == a.peak_bytes and b.counts == a.counts and b.microbatches == 2
+
+
+def test_a_stage_under_regions_is_no_faster_than_its_ideal_step():
+    """``lower_bound`` of a stage with regions is its ideal step (docs/regions.md, "What is
+    proven"): random graphs, stages of pp 1-3, 3-5 micro-batches, random regions and plans."""
+    from slackswap.bounds import lower_bound
+
+    rng = random.Random(5)
+    for seed in range(16):
+        g = mixed_dag(seed, 7)
+        pp = rng.choice([1, 2, 3])
+        base = Problem.from_graph(g, CostModel.unit(g, bwd_factor=1.5), math.inf, _hardware(),
+                                  min_feasible_bytes=0, parallel=Parallel(
+                                      pp=pp, microbatches=rng.choice([3, 4, 5]), stage=rng.randrange(pp)))
+        cut = rng.randint(1, len(g.ops) - 1)
+        p = base.with_regions({o.id: int(o.id >= cut) for o in g.ops if rng.random() < 0.9},
+                              rng.choice(["save", "recompute"]))
+        lb, _ = lower_bound(p)
+        assert lb == p.ideal_step_s
+        for _ in range(5):
+            r = simulate(p, Plan(_random_decisions(rng, g, p.planning_ids)), detail=False)
+            assert r.step_time_s >= lb * (1 - 1e-12)
+
+
 def test_pp1_m1_given_explicitly_is_today():
     plain = Problem.build("tiny", "a100-80gb", budget=0.6)
     same = Problem.build("tiny", "a100-80gb", budget=0.6, parallel={"pp": 1, "microbatches": 1})
@@ -260,8 +319,6 @@ def test_bad_input_one_line_errors():
         Problem.build("tiny", "gh200", parallel={"pp": 2})
     p = _problem(0)
     plan = Plan({A1: S})
-    with pytest.raises(PlanError, match=r"^regions=\.\.\.: not with a pipeline stage \(pp = 2, microbatches = 4\)"):
-        simulate(p, plan, regions=layer_regions(p.graph))
     with pytest.raises(PlanError, match=r"^schedule=\.\.\.: not with a pipeline stage"):
         simulate(p, plan, schedule=compile_schedule(p.graph, plan.decisions))
     with pytest.raises(PlanError, match=r"^issue_points\(problem, plan\): not for a pipeline stage"):

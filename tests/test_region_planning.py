@@ -422,12 +422,37 @@ def test_bounds_under_regions_are_the_ideal_step_only():
                                 "problem under the default rules")
 
 
-def test_regions_are_refused_on_a_pipeline_stage():
-    """A pipeline stage's timeline has no region semantics yet: one line, up front."""
-    p = Problem.build("tiny", "a100-80gb", budget=0.7, parallel={"pp": 2})
-    with pytest.raises(ParameterError, match="regions: not with a pipeline stage .stage 0 of 2"):
-        p.with_regions("layers")
-    assert p.with_regions(None).regions is None
+@pytest.mark.parametrize("name", ["slack", "dp-checkpoint"])
+def test_a_pipeline_stage_is_planned_for_its_regions(name):
+    """Stage 0 of 2, four micro-batches, per-layer regions at 0.7: the plan is judged by the
+    pipeline's timeline of the region schedule (every micro-batch replays its own regions) and
+    fits; under the default rules the same plan is a different run."""
+    p = Problem.build("tiny", "a100-80gb", budget=0.7,
+                      parallel={"pp": 2, "microbatches": 4}).with_regions("layers")
+    plan = planners.get(name).plan(p)
+    r = _check_reported(p, plan)
+    assert r.fits and r.microbatches == 4 and r.bubble_s > 0 and r.recompute_s > 0
+    assert r.counts["swap"] == 0
+    assert simulate(p.without_regions(), plan).summary() != r.summary()
+    # the pipeline LP argues about the default rules: under regions the bound is the stage's ideal
+    from slackswap import bounds
+
+    lb, how = bounds.lower_bound(p)
+    assert lb == p.ideal_step_s <= r.step_time_s and "under checkpointed regions" in how
+    assert bounds.lower_bound(p.without_regions())[0] > lb
+    from slackswap.bounds.pipeline import pipeline_bound
+
+    with pytest.raises(ParameterError, match=r"^pipeline_bound\(problem\): not proven for a problem with "
+                                             "checkpointed regions"):
+        pipeline_bound(p)
+
+
+def test_cli_plan_a_pipeline_stage_with_regions(capsys):
+    assert main(["plan", "--model", "tiny", "--budget", "0.7", "--parallel", "pp=2,microbatches=4",
+                 "--regions", "layers"]) == 0
+    out = capsys.readouterr().out
+    assert "regions: 1 checkpointed region, swap=save" in out     # stage 0 holds one of two layers
+    assert "pipeline (1F1B): 4 micro-batches" in out and "(fits)" in out
 
 
 def test_sweep_over_regions_plans_each_run_for_them():

@@ -73,7 +73,8 @@ def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[fl
     proven there (docs/regions.md, "What is proven").
 
     On a pipeline stage (``timeline.pipeline.pipeline_of``) the bound is ``pipeline_bound``'s
-    (``bounds/pipeline.py``) and ``integral_time_limit_s`` is not used.
+    (``bounds/pipeline.py``; with regions, the stage's ideal step) and ``integral_time_limit_s``
+    is not used.
 
     The LP relaxation of the exact MILP is not one of them: it describes plans without hold
     points only, and a multi-level plan can be faster
@@ -81,11 +82,13 @@ def lower_bound(problem, integral_time_limit_s: float | None = None) -> tuple[fl
     integral_time_limit_s = parse_time_limit(integral_time_limit_s, "lower_bound(integral_time_limit_s)",
                                              allow_none=True)
     pipe = pipeline_of(problem)
+    if getattr(problem, "regions", None) is not None:   # a pipeline stage's ideal includes its waits
+        how = "ideal step (every op once, no stall" + (", the pipeline's waits)" if pipe is not None else ")")
+        return float(problem.ideal_step_s), how + ("; under checkpointed regions no other bound is "
+                                                   "proven (docs/regions.md, \"What is proven\")")
     if pipe is not None:        # a pipeline stage: its own bound (``bounds.pipeline``)
         return pipeline_bound(problem)
     best, how = float(problem.ideal_step_s), "ideal step (every op once, no stall)"
-    if getattr(problem, "regions", None) is not None:
-        return best, how + "; under checkpointed regions no other bound is proven (docs/regions.md, \"What is proven\")"
     cap = capacity_bound(problem)
     if cap > best:
         best, how = cap, "PCIe-capacity bound (recompute or copy out what exceeds the budget)"

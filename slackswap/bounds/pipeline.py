@@ -113,6 +113,10 @@ def pipeline_bound(problem) -> tuple[float, str]:
     if pipe is None:
         raise ParameterError("pipeline_bound(problem): needs a pipeline stage (a problem built with pp > 1 or "
                              "microbatches > 1); got a one-GPU problem: use bounds.lower_bound")
+    if getattr(problem, "regions", None) is not None:
+        raise ParameterError("pipeline_bound(problem): not proven for a problem with checkpointed regions "
+                             "(lower_bound gives the stage's ideal step for it); problem.without_regions() "
+                             "is the problem under the default rules")
     best, how = float(problem.ideal_step_s), "pipeline ideal step (keep-all, its bubble, no stall)"
     lp = pipeline_lp(problem, pipe)
     if lp is None:

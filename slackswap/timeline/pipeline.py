@@ -186,12 +186,13 @@ def _tiled(arrays, name: str, m: int) -> np.ndarray:
 
 
 class PipelineRun:
-    """One plan on one pipelined problem: the one-micro-batch schedule compiled, unrolled over
-    the micro-batches in 1F1B order and timed by the core. Its attributes are those of
+    """One plan on one pipelined problem: the one-micro-batch schedule compiled (or ``schedule``,
+    a region schedule), unrolled over the micro-batches in 1F1B order and timed by the core. Its attributes are those of
     ``simulate._Run`` (global steps, tensors ``k * nt + t``), plus ``mb_step`` (the micro-batch of
     every step; -1 for the optimizer), ``bubble`` and ``pipe``."""
 
-    def __init__(self, problem, plan: Plan, pipe: Pipeline, budget: float | None = None):
+    def __init__(self, problem, plan: Plan, pipe: Pipeline, budget: float | None = None,
+                 schedule=None):
         from . import _core as core  # lazy: numba, loaded at the first simulation
 
         g = problem.graph
@@ -200,8 +201,14 @@ class PipelineRun:
         nt = len(ga.producer)
         codes, dec, hold = core.encode(ga, plan.decisions, plan.hold_points)
         self.codes, self.core, self.pipe = codes, core, pipe
-        (kind, op, stage, need_pos, stage_first, iva, ivf, ivb, first_use, last_use,
-         hq) = core.compile_plan(ga, dec, hold)
+        if schedule is None:
+            (kind, op, stage, need_pos, stage_first, iva, ivf, ivb, first_use, last_use,
+             hq) = core.compile_plan(ga, dec, hold)
+        else:   # a region schedule (docs/regions.md): one micro-batch's, unrolled the same way
+            from .schedule import core_arrays
+
+            (kind, op, stage, need_pos, stage_first, iva, ivf, ivb, first_use, last_use,
+             hq, _) = core_arrays(schedule, nt)
         # the plan's issue points, checked on the one micro-batch (the mapping keeps the order)
         for t, k in plan.issue_points.items():
             ju = int(stage[first_use[t]])

@@ -190,10 +190,6 @@ class Problem:
             if swap != "save" and swap not in SWAP_AS:
                 raise ParameterError(f"swap: must be one of {', '.join(SWAP_AS)}; got {swap!r}")
             return replace(self, regions=None, region_swap="save")
-        if pipeline_of(self) is not None:
-            raise ParameterError(f"regions: not with a pipeline stage ({self._parallel_text()}) yet; "
-                                 "plan the stage without regions, or a problem with pp = 1 and "
-                                 "microbatches = 1 with them")
         if isinstance(regions, str):
             if regions != "layers":
                 raise ParameterError(f"regions: must be 'layers', a dict of op id -> region label or None; "

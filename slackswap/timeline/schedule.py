@@ -302,3 +302,31 @@ def memory_floor(graph: Graph) -> tuple[int, str]:
         if b > best:
             best, where = b, f"backward of {op.name}"
     return best, where
+
+
+#: step kinds in the order of the compiled core's codes (``_core.K_FWD`` .. ``K_OPT``)
+KIND_CODES = {FWD: 0, REC: 1, BWD: 2, OPT: 3}
+
+
+def core_arrays(sched: Schedule, nt: int) -> tuple:
+    """The arrays ``_core.compile_plan`` returns, from a ``Schedule`` (``nt``: the graph's
+    tensors): ``(kind, op, stage, need_pos, stage_first, iva, ivf, ivb, first_use, last_use,
+    hq)``, then ``sw_lf`` (each swapped tensor's last forward step, else -1)."""
+    kind = np.array([KIND_CODES[k] for k in sched.kinds], np.int64)
+    op = np.array(sched.ops, np.int64)
+    stage = np.array(sched.stage, np.int64)
+    stage_first = np.array([sched.stage_first_step[k] for k in range(sched.n_fwd)], np.int64)
+    iv = np.array([iv[:3] for iv in sched.intervals], np.int64).reshape(-1, 3)
+    hq = np.array(sched.h2d_queue(), np.int64)
+    hpos = {t: i for i, t in enumerate(hq.tolist())}
+    need_pos = np.array([max((hpos[t] for t in u), default=-1) for u in sched.uses], np.int64)
+    first_use = np.full(nt, -1, np.int64)
+    last_use = np.full(nt, -1, np.int64)
+    for t, (u, f) in sched.swap_bwd.items():
+        first_use[t], last_use[t] = u, f
+    sw_lf = np.full(nt, -1, np.int64)
+    for t, (_, lf) in sched.swap_fwd.items():
+        sw_lf[t] = lf
+    return (kind, op, stage, need_pos, stage_first, np.ascontiguousarray(iv[:, 0]),
+            np.ascontiguousarray(iv[:, 1]), np.ascontiguousarray(iv[:, 2]), first_use, last_use,
+            hq, sw_lf)

@@ -25,12 +25,11 @@ from .host import check_capacity
 from .pipeline import PipelineRun, Unlimited, keep_all, pipeline_of
 from .reference import default_issue_points, time_tolerance
 from .result import Event, SimResult
-from .schedule import BWD, FWD, OPT, REC, Schedule, default_d2h_order
+from .schedule import BWD, FWD, OPT, REC, Schedule, core_arrays, default_d2h_order
 
 _KINDS = (FWD, REC, BWD, OPT)                    # indexed by _core.K_*
 _NO_ARRIVALS = np.zeros(0, np.float64)           # one GPU: no arrivals (time_core)
 _NO_SOURCES = np.zeros(0, np.int64)
-_KIND_CODE = {k: i for i, k in enumerate(_KINDS)}
 
 
 @functools.cache
@@ -65,8 +64,8 @@ class _Run:
             sw_lf = np.where(swapped, np.maximum(ga.last_fwd, ga.producer), -1)
             default_q = ga.out_idx[swapped[ga.out_idx]]   # production order, then output position
         else:
-            (need_pos, stage_first, iva, ivf, ivb, first_use, last_use, sw_lf) = self._from_schedule(
-                ga, schedule, nt)
+            (self.kind, self.op, self.stage, need_pos, stage_first, iva, ivf, ivb, first_use,
+             last_use, self.hq, sw_lf) = core_arrays(schedule, nt)
             default_q = None
         if plan.d2h_order is not None:
             self.q = np.array(plan.d2h_order, np.int64)
@@ -85,26 +84,6 @@ class _Run:
             ca.fwd, ca.bwd, ca.d2h, ca.h2d, ca.opt, ca.duplex, float(problem.budget_bytes), ca.tol,
             _NO_ARRIVALS, _NO_SOURCES, _NO_ARRIVALS)
         self.ga, self.g, self.ideal = ga, g, ca.ideal
-
-    def _from_schedule(self, ga, sched: Schedule, nt: int):
-        """The core's arrays of a ``Schedule`` compiled by ``compile_schedule``."""
-        self.kind = np.array([_KIND_CODE[k] for k in sched.kinds], np.int64)
-        self.op = np.array(sched.ops, np.int64)
-        self.stage = np.array(sched.stage, np.int64)
-        stage_first = np.array([sched.stage_first_step[k] for k in range(sched.n_fwd)], np.int64)
-        iv = np.array([iv[:3] for iv in sched.intervals], np.int64).reshape(-1, 3)
-        self.hq = np.array(sched.h2d_queue(), np.int64)
-        hpos = {t: i for i, t in enumerate(self.hq.tolist())}
-        need_pos = np.array([max((hpos[t] for t in u), default=-1) for u in sched.uses], np.int64)
-        first_use = np.full(nt, -1, np.int64)
-        last_use = np.full(nt, -1, np.int64)
-        for t, (u, f) in sched.swap_bwd.items():
-            first_use[t], last_use[t] = u, f
-        sw_lf = np.full(nt, -1, np.int64)
-        for t, (_, lf) in sched.swap_fwd.items():
-            sw_lf[t] = lf
-        return (need_pos, stage_first, np.ascontiguousarray(iv[:, 0]), np.ascontiguousarray(iv[:, 1]),
-                np.ascontiguousarray(iv[:, 2]), first_use, last_use, sw_lf)
 
     def raise_bad_issue_point(self) -> None:
         """The reference's ``PlanError`` for an issue point after the first use (code 1)."""
@@ -199,7 +178,8 @@ def simulate(problem, plan: Plan, *, detail: bool = True, schedule: Schedule | N
             swap = problem.region_swap
     pipe = pipeline_of(problem)
     if pipe is not None:
-        return _simulate_pipeline(problem, plan, detail, schedule, regions, pipe)
+        return _simulate_pipeline(problem, plan, detail, schedule, regions, pipe,
+                                  "save" if swap is None else swap)
     if regions is not None:
         return _simulate_regions(problem, plan, detail, schedule, regions, "save" if swap is None else swap)
     if swap is not None:
@@ -244,17 +224,23 @@ def _simulate(problem, plan: Plan, detail: bool, schedule: Schedule | None, chec
         host_copies=(run.ga.bytes, run.q, run.d2h_start, run.hq, run.h2d_end, step_time)))
 
 
-def _simulate_pipeline(problem, plan, detail, schedule, regions, pipe) -> SimResult:
+def _simulate_pipeline(problem, plan, detail, schedule, regions, pipe, swap="save") -> SimResult:
     """One pipeline stage's step under 1F1B (``pipeline.py``; docs/pipeline.md, "Pipeline stages
     (1F1B)")."""
-    if regions is not None:
-        raise PlanError(f"regions=...: not with a pipeline stage ({_pipe_text(pipe)}) yet; simulate "
-                        "without regions, or a problem with pp = 1 and microbatches = 1")
     if schedule is not None:
         raise PlanError(f"schedule=...: not with a pipeline stage ({_pipe_text(pipe)}); the simulator "
                         "unrolls the plan's own schedule over the micro-batches")
     validate(problem, plan)
-    run = PipelineRun(problem, plan, pipe)
+    sched = None
+    if regions is not None:   # every micro-batch replays its own regions (docs/regions.md)
+        if plan.hold_points:
+            raise PlanError("plan.hold_points: not with regions=...; a checkpointed region is replayed "
+                            "once, at its first backward use")
+        from .regions import region_schedule  # the checkpointed-regions option only
+
+        planning, sched = region_schedule(problem.graph, plan.decisions, regions, swap)
+        plan = Plan(planning, problem_key=plan.problem_key)
+    run = PipelineRun(problem, plan, pipe, schedule=sched)
     extra = {"microbatches": pipe.microbatches, "in_flight": pipe.in_flight}
     if run.code == 2:
         s = run.a
