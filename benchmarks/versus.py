@@ -347,13 +347,17 @@ def figure(rows, path, title="CPU"):
     marks = dict(zip(methods, "os^DvP*X", strict=False))
     colors = dict(zip(methods, plt.rcParams["axes.prop_cycle"].by_key()["color"], strict=False))
     for ax, m in zip(axes[0], models, strict=True):
+        budgets: dict = {}      # one label per point: budgets whose rows landed on the same one
         for r in (r for r in rows if r["model"] == m and r.get("peak MiB", "") != ""
                   and r.get("step ms", "") != ""):
             ax.scatter(r["peak MiB"], r["step ms"], marker=marks[r["method"]], s=70,
                        color=colors[r["method"]], label=r["method"])
             if r["budget"] != "":
-                ax.annotate(f"{r['budget']}", (r["peak MiB"], r["step ms"]), textcoords="offset points",
-                            xytext=(-24, 4) if r["method"] == "slack policy" else (6, 4), fontsize=8)
+                budgets.setdefault((r["method"], r["peak MiB"], r["step ms"]), []).append(f"{r['budget']}")
+        for (method, peak, step), bs in budgets.items():
+            text = ", ".join(bs)
+            ax.annotate(text, (peak, step), textcoords="offset points", fontsize=8,
+                        xytext=(-6 - 5 * len(text), 4) if method == "slack policy" else (6, 4))
         handles, labels = ax.get_legend_handles_labels()
         seen = dict(zip(labels, handles, strict=True))
         ax.legend(seen.values(), seen.keys(), fontsize=8)
