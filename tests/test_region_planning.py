@@ -516,3 +516,43 @@ def test_sweep_file_with_regions(tmp_path, capsys):
     f.write_text('models = ["tiny"]\nbudgets = [0.7]\nplanners = ["slack"]\nregions = "blocks"\n')
     assert main(["sweep", str(f)]) == 2
     assert "regions.toml: regions: must be 'none' or 'layers'" in capsys.readouterr().err
+
+
+def test_a_time_limit_holds_for_the_whole_call_under_regions(monkeypatch):
+    """A planner with ``time_limit_s`` planned for regions by bisection (``plan_for_regions``):
+    each plan gets what is left of the limit, and the search stops, keeping its best, when less
+    than ``MIN_LEFT_S`` is left. A clock that advances 10 s per plan, a 35 s limit: four plans
+    (35, 25, 15 and 5 s left), never a fifth; without a limit the bisection runs on."""
+    from slackswap.core.schema import Schema
+    from slackswap.planners import _regions
+    from slackswap.planners.base import Parameterised, register, unregister
+
+    now = [0.0]
+    given = []
+
+    class SlowParams(Schema):
+        time_limit_s: float | None = None
+
+    class Slow(Parameterised):
+        name = "slow-keep-all"
+        Params = SlowParams
+
+        def plan(self, problem):
+            given.append(self.time_limit_s)
+            now[0] += 10.0
+            return Plan({t: K for t in problem.planning_ids}, planner=self.name)
+
+    monkeypatch.setattr(_regions, "_clock", lambda: now[0])
+    register("slow-keep-all")(Slow)
+    try:
+        p = _tiny(0.7)
+        plan = Slow(time_limit_s=35).plan(p)
+        assert given == [35, 25, 15, 5]
+        assert plan.info.status.value == "INFEASIBLE"          # keep-all never fits
+        assert "4 plans under the default rules" in plan.info.message
+        assert "stopped by the time limit (35 s)" in plan.info.message
+        given.clear()
+        Slow().plan(p)
+        assert len(given) > 4 and set(given) == {None}
+    finally:
+        unregister("slow-keep-all")

@@ -15,6 +15,8 @@ tensors back to KEEP while the region simulation says that is faster and still f
 a plan with hold points is judged without them (a checkpointed region is replayed once, so hold
 points cannot run), and a plan that swaps is judged with its swaps recomputed too (a SWAP
 frees nothing in a region that saves it); no lower bound or gap is reported (docs/regions.md, "What is proven").
+A planner with a ``time_limit_s`` (``milp``) keeps it for the whole call: each plan is given what is
+left, and the search stops, keeping its best, when less than ``MIN_LEFT_S`` is left.
 """
 
 from __future__ import annotations
@@ -36,17 +38,28 @@ WIDTH = 1e-3
 GRID = 6
 #: region simulations of the final keep-back pass, at most
 FLIPS = 64
+#: seconds of a time limit below which no further plan is asked for
+MIN_LEFT_S = 2.0
 
 
-def plan_for_regions(run, problem, name: str, params: dict) -> Plan:
+_clock = time.perf_counter   # the time limit's clock (a test gives its own)
+
+
+class _OutOfTime(Exception):
+    """The planner's time limit is spent: no further plan."""
+
+
+def plan_for_regions(run, problem, name: str, params: dict, time_limit_s: float | None = None) -> Plan:
     """The plan of ``run(problem without regions, at some budget) -> Plan`` judged and chosen under
     ``problem``'s regions (module docstring). Never raises for a plan that does not fit: the
-    result is then INFEASIBLE, the least-peak candidate, with a message saying so."""
-    t0 = time.perf_counter()
+    result is then INFEASIBLE, the least-peak candidate, with a message saying so.
+    ``time_limit_s``: the whole call's, each plan asked for by ``run(p, seconds left)``."""
+    t0 = _clock()
+    deadline = None if time_limit_s is None else t0 + time_limit_s
     base = problem.without_regions()
     budget = problem.budget_bytes
     tol = time_tolerance(problem.costs)
-    state = {"best": None, "least": None, "sims": 0, "plans": 0}
+    state = {"best": None, "least": None, "sims": 0, "plans": 0, "out": False}
 
     def judge(decisions: dict, at: float):
         plan = Plan(dict(decisions), problem_key=problem.key)
@@ -61,11 +74,17 @@ def plan_for_regions(run, problem, name: str, params: dict) -> Plan:
         return r
 
     def plan_at(b: float):
+        left = None
+        if deadline is not None:
+            left = deadline - _clock()
+            if state["plans"] and left < MIN_LEFT_S:   # the first plan gets the whole limit
+                state["out"] = True
+                raise _OutOfTime
         state["plans"] += 1
         p = base if b == budget else base.with_budget(int(b))
         with warnings.catch_warnings():   # the problem warned already; a lower budget needs less
             warnings.simplefilter("ignore", CapacityWarning)
-            return run(p)
+            return run(p) if left is None else run(p, max(left, MIN_LEFT_S))
 
     def judge_both(decisions: dict, at: float) -> bool:
         """The plan, and (when it swaps) the plan with its swaps recomputed: a SWAP inside a
@@ -78,8 +97,12 @@ def plan_for_regions(run, problem, name: str, params: dict) -> Plan:
         return fits
 
     def try_at(b: float) -> bool:
+        if state["out"]:
+            return False
         try:
             return judge_both(plan_at(b).decisions, b)
+        except _OutOfTime:
+            return False
         except SlackSwapError:   # a planner that refuses this budget: as if its plan did not fit
             return False
 
@@ -98,7 +121,7 @@ def plan_for_regions(run, problem, name: str, params: dict) -> Plan:
             lo, hi = (below, next((b for b in reversed(grid) if b > below), hi)) if below is not None \
                 else (hi, hi)
         for _ in range(ROUNDS):
-            if hi - lo <= max(WIDTH * budget, 1):
+            if hi - lo <= max(WIDTH * budget, 1) or state["out"]:
                 break
             mid = (lo + hi) // 2
             if try_at(mid):
@@ -107,10 +130,12 @@ def plan_for_regions(run, problem, name: str, params: dict) -> Plan:
                 hi = mid
     if state["best"] is not None:
         _keep_back(problem, state, judge)
-    wall = time.perf_counter() - t0
+    wall = _clock() - t0
     where = problem.regions_text
     tried = f"{state['plans']} plan{'s' if state['plans'] != 1 else ''} under the default rules, " \
             f"{state['sims']} region simulations"
+    if state["out"]:
+        tried += f"; stopped by the time limit ({time_limit_s:g} s)"
     if state["best"] is None:
         _, plan, r, at = state["least"]
         return Plan(plan.decisions, planner=name, params=params, problem_key=problem.key,

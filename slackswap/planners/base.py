@@ -10,6 +10,7 @@ True
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
 import inspect
@@ -176,8 +177,15 @@ def _checked_plan(plan: Callable, name: str) -> Callable:
         if problem.regions is not None and not getattr(self, "plans_regions", False):
             from ._regions import plan_for_regions  # a problem with checkpointed regions only
 
-            return plan_for_regions(lambda p: plan(self, p, *args, **kwargs), problem, name,
-                                    dict(getattr(self, "params", {}) or {}))
+            def run(p, time_limit_s=None):   # the call's share of the planner's time limit
+                me = self
+                if time_limit_s is not None:
+                    me = copy.copy(self)
+                    me.time_limit_s = time_limit_s
+                return plan(me, p, *args, **kwargs)
+
+            return plan_for_regions(run, problem, name, dict(getattr(self, "params", {}) or {}),
+                                    time_limit_s=getattr(self, "time_limit_s", None))
         return plan(self, problem, *args, **kwargs)
 
     return wrapper
