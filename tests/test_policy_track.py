@@ -123,3 +123,19 @@ def build_graph():
     from slackswap import models
 
     return models.build("tiny")
+
+
+def test_offload_holds_eagerly_what_recompute_holds():
+    """Eager checkpointing recomputes what ``MUST_CPU_OFFLOAD`` would offload: a policy given
+    ``swap="offload"`` holds the region schedule's peak with ``swap="recompute"``."""
+    from slackswap.torch.checkpoint_policy import offload_supported
+
+    if not offload_supported():
+        pytest.skip("this PyTorch has no CheckpointPolicy.MUST_CPU_OFFLOAD")
+    model, inputs, g, _ = _traced("gpt2")
+    rng = random.Random(2)
+    plan = Plan({t.id: rng.choice([K, S, R]) for t in g.planning_tensors()})
+    pol = policy(plan, g, swap="offload")
+    run, _ = _run(model, inputs, "gpt2", pol, "layers")
+    assert pol.counts["offload"] > 0
+    assert run.peak_saved_bytes == simulated_saved_peak(g, plan, regions="layers", swap="recompute")
