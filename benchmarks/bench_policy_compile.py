@@ -1,4 +1,4 @@
-"""A plan as a selective checkpointing policy under ``torch.compile`` on CPU (docs/executor.md,
+"""A plan as a selective checkpointing policy under ``torch.compile`` on CPU (docs/policy.md,
 "Selective checkpointing policy: `slackswap.torch.policy`"): seconds to compile and run one step,
 and the largest difference of a parameter gradient from the plain step's.
 

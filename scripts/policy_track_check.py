@@ -11,7 +11,7 @@ and either per-layer regions or the first layer alone. Each plan runs one step w
 inside ``pol.track()``; the script prints, per model, the plans run, those whose
 ``run.peak_saved_bytes`` differs from ``simulated_saved_peak(graph, plan, regions=..., swap=...)``
 (must be 0; each is listed) and those whose gradients differ from the plain step's (must be 0).
-Exit code 1 when any differs (docs/executor.md, "What a policy run holds")."""
+Exit code 1 when any differs (docs/policy.md, "What a policy run holds")."""
 
 from __future__ import annotations
 

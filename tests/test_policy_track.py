@@ -1,5 +1,5 @@
 """What a step run with ``slackswap.torch.policy`` holds (``CheckpointPlanPolicy.track()``,
-docs/executor.md, "What a policy run holds"), against the simulator's region schedule
+docs/policy.md, "What a policy run holds"), against the simulator's region schedule
 (``simulated_saved_peak(..., regions=...)``, docs/regions.md, "Checkpointed regions")."""
 
 import copy

@@ -1,5 +1,5 @@
 """slackswap.torch.policy: a plan as a selective activation checkpointing policy for
-``torch.utils.checkpoint`` (docs/executor.md, "Selective checkpointing policy"): the plain step's
+``torch.utils.checkpoint`` (docs/policy.md, "Selective checkpointing policy"): the plain step's
 gradients bitwise, the plan's RECOMPUTE tensors re-run and its KEEP tensors not."""
 
 import copy
@@ -143,7 +143,7 @@ def test_swap_as_offload_or_recompute():
     if offload_supported():
         off = policy(plan, g, swap="offload")
         assert off.policies.count(CheckpointPolicy.MUST_CPU_OFFLOAD) == 1
-        # eager checkpointing does not offload: it recomputes the tensor (docs/executor.md)
+        # eager checkpointing does not offload: it recomputes the tensor (docs/policy.md)
         count = Count(["aten.tanh.default"])
         with count:
             checkpoint(net, x, use_reentrant=False, context_fn=off).sum().backward()

@@ -89,7 +89,7 @@ def region_decisions(graph: Graph, decisions: dict, regions: dict, swap: str = "
 
 def written_in_place(graph: Graph) -> frozenset[int]:
     """Ops of a traced graph whose output selective checkpointing cannot cache, so the policy
-    recomputes them (docs/executor.md): in-place calls, and ops the trace fused in-place writes
+    recomputes them (docs/policy.md): in-place calls, and ops the trace fused in-place writes
     into. Read from ``graph.spec`` (``aten_ops``, ``call_ops``); empty for other graphs."""
     spec = graph.spec
     names = getattr(spec, "aten_ops", ())

@@ -1,4 +1,4 @@
-"""The saved-activation accounting of a step run with ``policy(plan, graph)`` (docs/executor.md,
+"""The saved-activation accounting of a step run with ``policy(plan, graph)`` (docs/policy.md,
 "What a policy run holds: `CheckpointPlanPolicy.track()`").
 
 One ``TorchDispatchMode``, entered around the forward and backward pass, sees every aten call of

@@ -1,4 +1,4 @@
-"""A plan as a selective activation checkpointing policy (docs/executor.md, "Selective
+"""A plan as a selective activation checkpointing policy (docs/policy.md, "Selective
 checkpointing policy: `slackswap.torch.policy`").
 
 ``policy(plan, graph)`` returns a ``context_fn`` for ``torch.utils.checkpoint.checkpoint``: inside
@@ -41,7 +41,7 @@ _IGNORED = frozenset({"aten.detach.default", "prim.device.default"})   # SAC nev
 
 def offload_supported() -> bool:
     """Does this PyTorch's ``CheckpointPolicy`` have ``MUST_CPU_OFFLOAD``? (Having it is not
-    honouring it: docs/executor.md says where it is honoured.)"""
+    honouring it: docs/policy.md says where it is honoured.)"""
     return hasattr(CheckpointPolicy, "MUST_CPU_OFFLOAD")
 
 
@@ -177,7 +177,7 @@ class CheckpointPlanPolicy:
 
     def track(self) -> PolicyRun:
         """A context manager around one eager step (its forward and backward pass) run with this
-        policy: counts the saved-activation bytes the step holds (docs/executor.md, "What a
+        policy: counts the saved-activation bytes the step holds (docs/policy.md, "What a
         policy run holds: `CheckpointPlanPolicy.track()`"). After the block,
         ``run.peak_saved_bytes`` is the peak, the value ``simulated_saved_peak(graph, plan,
         regions=..., swap=...)`` gives for the same regions.
