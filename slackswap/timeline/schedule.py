@@ -85,7 +85,11 @@ def compile_schedule(graph: Graph, decisions: dict[int, Decision],
     that made a tensor the region's backward saves are re-run in forward order, except the
     ``cached`` ops. A kept tensor lives at least to its last forward use, and a region's input
     (made outside it, kept) until the region's last backward step that unpacks something: the
-    checkpoint holds the inputs it replays from until then."""
+    checkpoint holds the inputs it replays from until then. A cached op's outputs live until the
+    replay takes them (the step before the region's first backward step) or, when the replay
+    stops before the op, until the region's last backward step that unpacks something; a kept
+    tensor whose producer the replay re-runs gets a copy from that re-run to its last read by the
+    region's re-runs and backward steps, which the kept one no longer serves."""
     ops, tensors = graph.ops, graph.tensors
     n = len(ops)
     kinds: list[str] = [FWD] * n
