@@ -47,9 +47,10 @@ WALL_COLUMNS = ("solve_s",)
 """Columns that measure wall time: they differ between two otherwise identical sweeps."""
 
 SETTING_COLUMNS = ("model", "hardware", "link", "overrides", "parallel", "regions", "region_swap", "budget")
-#: the values of a sweep's ``regions`` axis (None: no checkpointing; docs/regions.md)
-REGIONS = (None, "layers")
 """Columns that identify one setting (a problem); planners are compared within a setting."""
+
+REGIONS = (None, "layers")
+"""The values of a sweep's ``regions`` axis (None: no checkpointing; docs/regions.md)."""
 
 MAX_RUNS = 10_000
 """``sweep`` refuses a grid of more runs than this unless ``max_runs`` says otherwise (None: no

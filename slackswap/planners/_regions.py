@@ -97,8 +97,6 @@ def plan_for_regions(run, problem, name: str, params: dict, time_limit_s: float 
         return fits
 
     def try_at(b: float) -> bool:
-        if state["out"]:
-            return False
         try:
             return judge_both(plan_at(b).decisions, b)
         except _OutOfTime:

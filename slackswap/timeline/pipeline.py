@@ -29,6 +29,7 @@ import numpy as np
 from ..core.errors import ParameterError, PlanError
 from ..core.plan import Decision, Plan
 from .reference import _REL, time_tolerance
+from .schedule import core_arrays
 
 
 def _ints(values, count: int) -> np.ndarray:
@@ -187,9 +188,9 @@ def _tiled(arrays, name: str, m: int) -> np.ndarray:
 
 class PipelineRun:
     """One plan on one pipelined problem: the one-micro-batch schedule compiled (or ``schedule``,
-    a region schedule), unrolled over the micro-batches in 1F1B order and timed by the core. Its attributes are those of
-    ``simulate._Run`` (global steps, tensors ``k * nt + t``), plus ``mb_step`` (the micro-batch of
-    every step; -1 for the optimizer), ``bubble`` and ``pipe``."""
+    a region schedule), unrolled over the micro-batches in 1F1B order and timed by the core. Its
+    attributes are those of ``simulate._Run`` (global steps, tensors ``k * nt + t``), plus
+    ``mb_step`` (the micro-batch of every step; -1 for the optimizer), ``bubble`` and ``pipe``."""
 
     def __init__(self, problem, plan: Plan, pipe: Pipeline, budget: float | None = None,
                  schedule=None):
@@ -205,8 +206,6 @@ class PipelineRun:
             (kind, op, stage, need_pos, stage_first, iva, ivf, ivb, first_use, last_use,
              hq) = core.compile_plan(ga, dec, hold)
         else:   # a region schedule (docs/regions.md): one micro-batch's, unrolled the same way
-            from .schedule import core_arrays
-
             (kind, op, stage, need_pos, stage_first, iva, ivf, ivb, first_use, last_use,
              hq, _) = core_arrays(schedule, nt)
         # the plan's issue points, checked on the one micro-batch (the mapping keeps the order)

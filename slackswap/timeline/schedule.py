@@ -309,7 +309,8 @@ def memory_floor(graph: Graph) -> tuple[int, str]:
 
 
 #: step kinds in the order of the compiled core's codes (``_core.K_FWD`` .. ``K_OPT``)
-KIND_CODES = {FWD: 0, REC: 1, BWD: 2, OPT: 3}
+KINDS = (FWD, REC, BWD, OPT)
+KIND_CODES = {k: i for i, k in enumerate(KINDS)}
 
 
 def core_arrays(sched: Schedule, nt: int) -> tuple:

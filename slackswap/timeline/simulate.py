@@ -25,9 +25,9 @@ from .host import check_capacity
 from .pipeline import PipelineRun, Unlimited, keep_all, pipeline_of
 from .reference import default_issue_points, time_tolerance
 from .result import Event, SimResult
-from .schedule import BWD, FWD, OPT, REC, Schedule, core_arrays, default_d2h_order
+from .schedule import KINDS as _KINDS  # indexed by _core.K_*
+from .schedule import Schedule, core_arrays, default_d2h_order
 
-_KINDS = (FWD, REC, BWD, OPT)                    # indexed by _core.K_*
 _NO_ARRIVALS = np.zeros(0, np.float64)           # one GPU: no arrivals (time_core)
 _NO_SOURCES = np.zeros(0, np.int64)
 
@@ -233,13 +233,7 @@ def _simulate_pipeline(problem, plan, detail, schedule, regions, pipe, swap="sav
     validate(problem, plan)
     sched = None
     if regions is not None:   # every micro-batch replays its own regions (docs/regions.md)
-        if plan.hold_points:
-            raise PlanError("plan.hold_points: not with regions=...; a checkpointed region is replayed "
-                            "once, at its first backward use")
-        from .regions import region_schedule  # the checkpointed-regions option only
-
-        planning, sched = region_schedule(problem.graph, plan.decisions, regions, swap)
-        plan = Plan(planning, problem_key=plan.problem_key)
+        plan, sched = _as_regions_run(problem, plan, regions, swap)
     run = PipelineRun(problem, plan, pipe, schedule=sched)
     extra = {"microbatches": pipe.microbatches, "in_flight": pipe.in_flight}
     if run.code == 2:
@@ -275,18 +269,24 @@ def _simulate_pipeline(problem, plan, detail, schedule, regions, pipe, swap="sav
 
 
 def _simulate_regions(problem, plan, detail, schedule, regions, swap) -> SimResult:
-    from .regions import region_schedule  # the checkpointed-regions option only
-
     validate(problem, plan)
     if schedule is not None:
         raise PlanError("schedule=...: not with regions=...; the regions make the schedule")
+    plan, sched = _as_regions_run(problem, plan, regions, swap)
+    # not validated again: a SWAP run as RECOMPUTE (swap="recompute") or a tensor written in
+    # place is recomputed by the policy even where the graph calls it not recomputable
+    return _simulate(problem, plan, detail, sched, check=False)
+
+
+def _as_regions_run(problem, plan: Plan, regions, swap) -> tuple[Plan, Schedule]:
+    """``plan`` as the regions run it (its decisions as they run) and its region schedule."""
+    from .regions import region_schedule  # the checkpointed-regions option only
+
     if plan.hold_points:
         raise PlanError("plan.hold_points: not with regions=...; a checkpointed region is replayed "
                         "once, at its first backward use")
     planning, sched = region_schedule(problem.graph, plan.decisions, regions, swap)
-    # not validated again: a SWAP run as RECOMPUTE (swap="recompute") or a tensor written in
-    # place is recomputed by the policy even where the graph calls it not recomputable
-    return _simulate(problem, Plan(planning, problem_key=plan.problem_key), detail, sched, check=False)
+    return Plan(planning, problem_key=plan.problem_key), sched
 
 
 def keep_all_peak_of(graph, costs, pipeline=None) -> int:

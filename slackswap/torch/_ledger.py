@@ -32,16 +32,19 @@ def peak_of(spans, n_steps: int) -> int:
     return int(np.cumsum(diff).max())
 
 
+def _planning_spans(graph, sched) -> list[tuple[int, int, int]]:
+    """``(first, last, bytes)`` of every fixed life of a planning tensor in ``sched``."""
+    planning = {t.id for t in graph.planning_tensors()}
+    return [(a, f, graph.tensors[tid].bytes) for tid, lives in sched.tensor_spans.items()
+            if tid in planning for a, f in lives]
+
+
 def simulated_saved_peak(graph, plan, issue_points: dict[int, int]) -> int:
     """The saved-activation peak of ``plan`` on ``graph`` by the simulator's compiled schedule
     (same decisions, same issue stages), counted as described in this module's docstring."""
 
     sched = compile_schedule(graph, plan.decisions, plan.hold_points)
-    planning = {t.id for t in graph.planning_tensors()}
-    spans = []
-    for tid, lives in sched.tensor_spans.items():
-        if tid in planning:
-            spans += [(a, f, graph.tensors[tid].bytes) for a, f in lives]
+    spans = _planning_spans(graph, sched)
     for tid, (p, lf) in sched.swap_fwd.items():
         spans.append((p, lf, graph.tensors[tid].bytes))
     for tid, (_, f) in sched.swap_bwd.items():
@@ -56,10 +59,7 @@ def region_saved_peak(graph, plan, regions: dict, swap: str) -> int:
     from ..timeline.regions import region_schedule  # the checkpointed-regions option only
 
     _, sched = region_schedule(graph, plan.decisions, regions, swap)
-    planning = {t.id for t in graph.planning_tensors()}
-    spans = [(a, f, graph.tensors[tid].bytes) for tid, lives in sched.tensor_spans.items()
-             if tid in planning for a, f in lives]
-    return peak_of(spans, sched.n_steps)
+    return peak_of(_planning_spans(graph, sched), sched.n_steps)
 
 
 def issue_stages(graph, plan, problem=None, issue_points=None, sched=None) -> dict[int, int]:

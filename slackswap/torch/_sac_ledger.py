@@ -38,10 +38,10 @@ except ImportError:  # pragma: no cover - older PyTorch
 class _Live:
     """One planning tensor's storage while the backward pass may hold it."""
 
-    __slots__ = ("tid", "start", "last", "weak", "key")
+    __slots__ = ("tid", "start", "last", "weak")
 
-    def __init__(self, tid, start, weak, key):
-        self.tid, self.start, self.last, self.weak, self.key = tid, start, start, weak, key
+    def __init__(self, tid, start, weak):
+        self.tid, self.start, self.last, self.weak = tid, start, start, weak
 
 
 class SacLedger(TorchDispatchMode):
@@ -51,12 +51,11 @@ class SacLedger(TorchDispatchMode):
         super().__init__()
         info = pol.graph.spec
         self.pol = pol
-        self.graph = pol.graph
         self.planning = {t.id for t in pol.graph.planning_tensors()}
         self.sizes = [t.bytes for t in pol.graph.tensors]
         self.rec = Recorder(info.aten_ops, info.call_tensors)
         self.rec.made_recs = []
-        self.spans: list[tuple[int, int, int, int]] = []   # (first, last step, bytes, tensor id)
+        self.spans: list[tuple[int, int, int]] = []   # (first, last step, bytes)
         self.live: dict[int, _Live] = {}       # storage key -> what holds it in the backward pass
         self.backward = False
         self.step = 0
@@ -76,14 +75,14 @@ class SacLedger(TorchDispatchMode):
                 if j + 1 < len(named):                        # overwritten in place by a later call
                     end = r.calls[named[j + 1][0] - 1][0].step
                     if tid in self.planning:
-                        self.spans.append((start, end, self.sizes[tid], tid))
+                        self.spans.append((start, end, self.sizes[tid]))
                 elif tid in self.planning:
                     if r.weak is not None and not r.weak.expired():
-                        lv = _Live(tid, start, r.weak, r.key)
+                        lv = _Live(tid, start, r.weak)
                         lv.last = max(r.last_read_step, self.step)
                         self.live[r.key] = lv
                     else:
-                        self.spans.append((start, max(start, r.last_read_step), self.sizes[tid], tid))
+                        self.spans.append((start, max(start, r.last_read_step), self.sizes[tid]))
         self.rec.made_recs = None
 
     # ---- backward ----
@@ -94,7 +93,7 @@ class SacLedger(TorchDispatchMode):
             lv.last = self.step
 
     def _close(self, lv: _Live) -> None:
-        self.spans.append((lv.start, lv.last, self.sizes[lv.tid], lv.tid))
+        self.spans.append((lv.start, lv.last, self.sizes[lv.tid]))
 
     def _name_replay(self, func, args, kwargs, out) -> None:
         calls, j = self._replay
@@ -134,7 +133,7 @@ class SacLedger(TorchDispatchMode):
             else:
                 continue
             if tid in self.planning:
-                self.live[key] = _Live(tid, self.step, weak, key)
+                self.live[key] = _Live(tid, self.step, weak)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -160,4 +159,4 @@ class SacLedger(TorchDispatchMode):
         for lv in self.live.values():
             self._close(lv)
         self.live.clear()
-        return _ledger.peak_of([sp[:3] for sp in self.spans], self.step + 1)
+        return _ledger.peak_of(self.spans, self.step + 1)
